@@ -5,12 +5,14 @@ synthetic tensors of the right shapes) it measures seconds per round, samples pe
 memory of
 
 1. ``engine=loop`` (and ``loop`` with ``channels_last``),
-2. ``engine=vmap``,
-3. a *typical FL loop*, written the way the papers' public code trains clients: per client and
-   round a ``copy.deepcopy`` of the global model, a fresh ``torch.optim.SGD``, and a
-   ``torch.utils.data.DataLoader`` over a ``Dataset`` that turns uint8 HWC images into tensors one
-   sample at a time with torchvision transforms (``ToTensor`` + ``Normalize``); same model, data
-   sizes and number of local steps,
+2. ``engine=vmap`` and ``engine=packed``,
+3. a *typical FL loop*, written the way the papers' public code trains clients (e.g. HBN's
+   ``FedBaseline/models/FedAvg/clients.py``): per client and round a ``copy.deepcopy`` of the
+   global model, a fresh ``torch.optim.SGD``, a ``torch.utils.data.DataLoader`` over a ``Dataset``
+   that turns uint8 HWC images into tensors one sample at a time with torchvision transforms
+   (PIL image, the preset's crop + flip, ``ToTensor``, ``Normalize``), and ``loss.item()`` per
+   step; same model, data sizes and number of local steps. (HBN's code also clips gradients to
+   norm 10; left out here because the engines' FedAvg does not clip, so all rows do equal work.)
 
 and ``engine=auto`` (the backend it selects, see ``fedbn_bench/engine/select.py``). Every
 configuration runs in a fresh process (so peak memory is its own), with ``--warmup`` untimed
@@ -28,7 +30,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -72,12 +73,16 @@ class Preset:
     note: str = ""
     rounds: int = 2
     """Default timed rounds: a few minutes for all configurations on a 2-core CPU."""
+    augment: bool = False
+    """Random crop (padding 4) + horizontal flip in training, as the paper's public code does:
+    per sample with torchvision in the typical loop, batched on the device in the engines."""
 
 
 PRESETS = {
     "hbn_cifar10": Preset(
         "simple_cnn", (3, 32, 32), 100, 10, 500, 4, ["norm=bn", "algo=fedavg", "algo.local_epochs=1"],
-        "HBN §4.1 / App. B.1: Simple-CNN, CIFAR-10, 10 of 100 clients, B=4, one local epoch of 500"),
+        "HBN §4.1 / App. B.1: Simple-CNN, CIFAR-10, 10 of 100 clients, B=4, one local epoch of 500, crop+flip",
+        augment=True),
     "fbn_cifar10": Preset(
         "fbn_cnn", (3, 32, 32), 10, 10, 5000, 50, ["norm=bn", "algo=dsgd"],
         "FBN App. C: CNN of Table 1, CIFAR-10, DSGD, 10 clients, B=50 (one step per round)", rounds=5),
@@ -86,7 +91,7 @@ PRESETS = {
                                                   "algo.weight_decay=0", "algo.local_epochs=1"],
         "FedBN §5 / App. D.2: DigitModel, 5 clients of 743 digits (28x28 RGB), B=32, E=1", rounds=1),
 }
-CONFIGS = ("typical", "loop", "loop_cl", "vmap")
+CONFIGS = ("typical", "loop", "loop_cl", "vmap", "packed")
 
 
 def compose_config(preset: Preset, extra: list[str]):
@@ -122,7 +127,7 @@ def engine_rounds(preset: Preset, cfg, device: torch.device, engine: str, rounds
     backend = select_engine(engine, fed, batch_size, cfg.clients_per_round, device)
     settings = RunSettings(rounds=rounds, clients_per_round=cfg.clients_per_round, batch_size=cfg.batch_size,
                            lr=cfg.algo.lr, schedule=cfg.algo.schedule, seed=0, eval_every=rounds, progress=False,
-                           channels_last=cfg.engine.channels_last)
+                           channels_last=cfg.engine.channels_last, augment=preset.augment)
     sim = Simulation(fed, settings, RunRecorder(tempfile.mkdtemp()), NullLogger(), engine=backend)
     return sim, backend
 
@@ -155,7 +160,9 @@ class TypicalFL:
         self.local_keys = norm.local_keys(self.model)
         self.client_bn = [{k: v.clone() for k, v in self.model.state_dict().items() if k in self.local_keys}
                           for _ in clients]
-        transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize(mean.tolist(), std.tolist())])
+        augment = [transforms.RandomCrop(preset.input_shape[1], padding=4), transforms.RandomHorizontalFlip()]
+        transform = transforms.Compose([*(augment if preset.augment else []), transforms.ToTensor(),
+                                        transforms.Normalize(mean.tolist(), std.tolist())])
         images, labels = images.numpy(), labels.numpy()
         self.datasets = [ImageDataset(images[c.numpy()], labels[c.numpy()], transform) for c in clients]
         self.batch_size = algo.batch_size(cfg.batch_size, cfg.clients_per_round)
@@ -178,6 +185,7 @@ class TypicalFL:
                 continue
             opt = torch.optim.SGD(local.parameters(), lr=cfg.algo.lr, momentum=cfg.algo.momentum,
                                   weight_decay=cfg.algo.weight_decay)
+            losses = []
             for _ in range(cfg.algo.local_epochs):
                 for xb, yb in loader:
                     xb, yb = xb.to(self.device), yb.to(self.device)
@@ -185,6 +193,7 @@ class TypicalFL:
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
+                    losses.append(loss.item())
                     samples += len(yb)
             state = local.state_dict()
             self.client_bn[c] = {k: v.clone() for k, v in state.items() if k in self.local_keys}
@@ -228,7 +237,8 @@ def measure(preset_name: str, config: str, rounds: int, warmup: int, device: tor
             overrides: list[str]) -> dict:
     """Time ``warmup + rounds`` rounds of one configuration in this process."""
     preset = PRESETS[preset_name]
-    engine = {"typical": "loop", "loop": "loop", "loop_cl": "loop", "vmap": "vmap", "auto": "auto"}[config]
+    engine = {"typical": "loop", "loop": "loop", "loop_cl": "loop", "vmap": "vmap", "packed": "packed",
+              "auto": "auto"}[config]
     extra = [*overrides, f"engine={engine}", f"engine.channels_last={config == 'loop_cl'}"]
     cfg = compose_config(preset, extra)
     if config == "typical":

@@ -1,7 +1,7 @@
-"""``engine=vmap`` against the reference ``engine=loop``: same sampling, same batches, same weights,
-statistics and per-client state after 3 rounds, with unequal client sizes (Dirichlet label skew,
-so clients take different numbers of local steps); and the fallback of every combination vmap
-does not support.
+"""``engine=vmap`` and ``engine=packed`` against the reference ``engine=loop``: same sampling, same
+batches, same weights, statistics and per-client state after 3 rounds, with unequal client sizes
+(Dirichlet label skew, so clients take different numbers of local steps); and the fallback of every
+combination a backend does not support.
 
 Each comparison runs in float32 (tolerance 1e-4 relative) and in float64, where the two engines
 agree to 1e-9: there the only difference left is rounding, so any error in masking, ordering,
@@ -17,6 +17,7 @@ import torch
 from conftest import compose_config
 from fedbn_bench.engine.select import select_engine
 from fedbn_bench.engine.simulation import RunSettings, Simulation
+from fedbn_bench.engine.packed import PACKED_NORMS
 from fedbn_bench.engine.vmap import VMAP_NORMS
 from fedbn_bench.norms import NORMS
 from fedbn_bench.records.loggers import NullLogger
@@ -43,7 +44,7 @@ def simulate(engine: str, overrides: list[str], tmp_path, dtype=torch.float64, *
 
 
 TOLERANCE = {torch.float32: {"rtol": 1e-4, "atol": 1e-5}, torch.float64: {"rtol": 1e-9, "atol": 1e-11}}
-ILL_CONDITIONED_F32 = {"rtol": 1e-2, "atol": 5e-3}
+ILL_CONDITIONED_F32 = {"rtol": 1e-2, "atol": 2e-2}
 """InstanceNorm on simple_cnn's 2x2 maps of 8x8 digits normalizes 4 values per channel, which
 amplifies float32 rounding (float64 agrees to 1e-9, so the logic is the same)."""
 
@@ -57,10 +58,11 @@ def assert_same_state(a: dict, b: dict, what: str, tol: dict) -> None:
             torch.testing.assert_close(b[key], a[key], **tol, msg=f"{what}: {key}")
 
 
-def assert_equivalent(overrides: list[str], tmp_path, dtype=torch.float64, tol=None) -> Simulation:
+def assert_equivalent(overrides: list[str], tmp_path, dtype=torch.float64, tol=None, engine="vmap") -> Simulation:
     tol = tol or TOLERANCE[dtype]
     loop, loop_losses = simulate("loop", overrides, tmp_path, dtype)
-    vmap, vmap_losses = simulate("vmap", overrides, tmp_path, dtype)
+    vmap, vmap_losses = simulate(engine, overrides, tmp_path, dtype)
+    assert vmap.stacked is not None, f"engine={engine} fell back to loop"
     steps = {loop.fed.algo.num_steps(len(i), loop.batch_size) for i in loop.fed.client_indices}
     assert len(steps) > 1 or "algo=dsgd" in overrides or "algo=centralized" in overrides, "unequal steps wanted"
     assert loop.samples_seen == vmap.samples_seen > 0
@@ -90,19 +92,23 @@ NORM_CASES = {
 }
 
 
+SUPPORTED = {"vmap": VMAP_NORMS, "packed": PACKED_NORMS}
+
+
+@pytest.mark.parametrize("engine", ["vmap", "packed"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("norm", sorted(NORMS.names()))
-def test_every_norm_is_equivalent_or_falls_back(norm, dtype, tmp_path, caplog):
-    if norm not in VMAP_NORMS:
+def test_every_norm_is_equivalent_or_falls_back(norm, dtype, engine, tmp_path, caplog):
+    if norm not in SUPPORTED[engine]:
         cfg = compose_config([*BASE, f"norm={norm}"])
         fed, _ = build_federation(cfg, torch.device("cpu"))
         with caplog.at_level(logging.WARNING, logger="fedbn_bench"):
-            assert select_engine("vmap", fed, cfg.batch_size, cfg.clients_per_round, torch.device("cpu")) == "loop"
-        assert "engine=vmap falls back to engine=loop" in caplog.text
+            assert select_engine(engine, fed, cfg.batch_size, cfg.clients_per_round, torch.device("cpu")) == "loop"
+        assert f"engine={engine} falls back to engine=loop" in caplog.text
         return
     overrides = [f"norm={norm}", *NORM_CASES.get(norm, [])]
     tol = ILL_CONDITIONED_F32 if norm == "in" and dtype == torch.float32 else None
-    sim = assert_equivalent(overrides, tmp_path, dtype, tol)
+    sim = assert_equivalent(overrides, tmp_path, dtype, tol, engine)
     assert differs_from_start(sim, overrides)
 
 
@@ -116,8 +122,11 @@ def test_every_norm_is_equivalent_or_falls_back(norm, dtype, tmp_path, caplog):
     ["norm=fedbn", "algo=dsgd"],
     ["norm=hbn", "algo=fedavg", "algo.momentum_carry=local"],
 ])
-def test_every_algorithm_is_equivalent(overrides, tmp_path):
-    assert_equivalent(["norm=bn", *overrides], tmp_path)
+@pytest.mark.parametrize("engine", ["vmap", "packed"])
+def test_every_algorithm_is_equivalent(overrides, engine, tmp_path):
+    if engine == "packed" and "norm=hbn" in overrides:
+        pytest.skip("HBN layers have no packing rule (falls back, see the norm test)")
+    assert_equivalent(["norm=bn", *overrides], tmp_path, engine=engine)
 
 
 def test_fbn_with_unequal_local_steps_falls_back(caplog):
@@ -128,13 +137,21 @@ def test_fbn_with_unequal_local_steps_falls_back(caplog):
     assert "FBN" in caplog.text and len(caplog.records) == 1
 
 
-def test_auto_picks_loop_on_cpu():
-    cfg = compose_config([*BASE, "norm=bn"])
+@pytest.mark.parametrize(("overrides", "expected"), [
+    (["norm=bn"], "packed"),
+    (["norm=hbn"], "loop"),
+    (["norm=bn", "clients_per_round=1"], "loop"),
+])
+def test_auto_on_cpu_picks_packed_where_it_runs(overrides, expected, caplog):
+    cfg = compose_config([*BASE, *overrides])
     fed, _ = build_federation(cfg, torch.device("cpu"))
-    assert select_engine("auto", fed, cfg.batch_size, cfg.clients_per_round, torch.device("cpu")) == "loop"
+    with caplog.at_level(logging.WARNING, logger="fedbn_bench"):
+        assert select_engine("auto", fed, cfg.batch_size, cfg.clients_per_round, torch.device("cpu")) == expected
+    assert not caplog.records, "auto chooses silently"
 
 
-def test_vmap_runs_end_to_end_with_augmentation_and_dropout(tmp_path):
+@pytest.mark.parametrize("engine", ["vmap", "packed"])
+def test_stacked_backends_run_end_to_end_with_augmentation_and_dropout(engine, tmp_path):
     """Through the runner (augmentation on, fbn_cnn's dropout active): a complete run whose
     augmented batches are the loop's (same samples seen) and whose accuracy is in the same range."""
     from fedbn_bench.runner import run_experiment
@@ -142,7 +159,7 @@ def test_vmap_runs_end_to_end_with_augmentation_and_dropout(tmp_path):
     common = ["model=fbn_cnn", "rounds=2", "eval_every=1", "dataset.augment=true", "num_clients=4",
               "clients_per_round=2"]
     loop = run_experiment(compose_config([*common, "engine=loop"]), tmp_path / "loop")
-    vmap = run_experiment(compose_config([*common, "engine=vmap"]), tmp_path / "vmap")
+    vmap = run_experiment(compose_config([*common, f"engine={engine}"]), tmp_path / engine)
     assert loop["status"] == vmap["status"] == "completed"
     assert abs(loop["final_test_acc"] - vmap["final_test_acc"]) < 0.15
 

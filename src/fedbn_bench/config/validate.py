@@ -10,7 +10,7 @@ from fedbn_bench.algorithms.schedules import validate_schedule
 from fedbn_bench.errors import ConfigError
 
 DEVICES = ("auto", "cpu", "cuda")
-ENGINES = ("auto", "loop", "vmap")
+ENGINES = ("auto", "loop", "vmap", "packed")
 LOGGERS = ("wandb", "none")
 LOGGER_MODES = ("offline", "online", "disabled")
 

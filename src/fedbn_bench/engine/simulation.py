@@ -4,7 +4,8 @@ Local training runs on one of two backends. ``engine=loop`` (this file, the read
 one model object serves every client, its state loaded from the server's global state plus the
 client's own local state (no deep copies, no DataLoader); a client's batches for the round are
 gathered at once from data that already lives on the device (``client_round_batches``).
-``engine=vmap`` (``vmap.py``) trains the round's clients as one stack. Statistics travel as
+``engine=vmap`` (``vmap.py``) and ``engine=packed`` (``packed.py``) train the round's clients as
+one stack (``stacked.py``). Statistics travel as
 explicit tensors (see ``norms/base.py``). Every ``checkpoint_every`` rounds the whole run state
 is written atomically (``checkpoint.py``); ``restore`` continues from it.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 from torch import nn
@@ -25,6 +26,7 @@ from fedbn_bench.data import DatasetBundle
 from fedbn_bench.engine.checkpoint import plain_attributes, restore_attributes, save_checkpoint
 from fedbn_bench.engine.evaluation import evaluate
 from fedbn_bench.engine.options import channels_last_input, to_channels_last
+from fedbn_bench.engine.packed import PackedTrainer
 from fedbn_bench.engine.sampling import client_round_batches, generator, sample_clients, seed_global
 from fedbn_bench.engine.vmap import VmapTrainer
 from fedbn_bench.norms.base import NormMethod
@@ -81,7 +83,7 @@ class Simulation:
         engine: str = "loop",
         config: Optional[dict[str, Any]] = None,
     ) -> None:
-        """``engine`` is ``loop`` or ``vmap`` (already checked, see ``engine/select.py``);
+        """``engine`` is ``loop``, ``vmap`` or ``packed`` (already checked, see ``engine/select.py``);
         ``config`` (the resolved run config) is stored in checkpoints to check a resumption."""
         self.fed, self.s, self.recorder, self.logger = fed, settings, recorder, logger
         self.config = config
@@ -104,7 +106,8 @@ class Simulation:
         self.history: list[dict[str, Any]] = []
         self.pending_losses: list[torch.Tensor] = []
         self.best, self.last, self.elapsed = -math.inf, {}, 0.0
-        self.vmap = VmapTrainer(self) if engine == "vmap" else None
+        stacked = {"vmap": VmapTrainer, "packed": PackedTrainer}.get(engine)
+        self.stacked = stacked(self) if stacked else None
 
     # -- one client ----------------------------------------------------------------------------
     def load_client(self, client: int) -> None:
@@ -163,8 +166,8 @@ class Simulation:
         lr = learning_rate(s.lr, s.schedule, round_idx, s.rounds)
         fed.norm.on_round_start(round_idx, s.rounds, fed.model)
         clients = self.sample(round_idx)
-        if self.vmap is not None:
-            results = self.vmap.train_round(round_idx, clients, lr)
+        if self.stacked is not None:
+            results = self.stacked.train_round(round_idx, clients, lr)
         else:
             results = [self.train_client(round_idx, client, lr) for client in clients]
         payloads, stats, losses = [], [], []

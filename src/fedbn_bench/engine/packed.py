@@ -1,0 +1,253 @@
+"""``engine=packed``: the round's clients packed into the channels of one grouped network.
+
+The stack of ``stacked.py`` (same loading, padding, masking and optimizers as ``engine=vmap``),
+with one step of all active clients computed by a *packed* copy of the model instead of
+``torch.func.vmap``. Client ``i`` owns channel block ``i`` of every layer, and the batch axis
+holds the ``B`` samples that every client draws at this step:
+
+* ``Conv2d(cin, cout, groups=g)`` becomes one convolution with ``groups = n * g`` over
+  ``(B, n * cin, H, W)``; the stacked weights ``(n, cout, cin/g, k, k)`` are viewed as
+  ``(n * cout, cin/g, k, k)``. ``Linear`` becomes one batched matrix product over the client axis.
+* ``BatchNorm`` over ``n * C`` channels: a channel's batch statistics and running statistics are
+  computed from its own client's batch only, so they equal the per-client ones exactly; the
+  running statistics are updated in place in the stack. ``GroupNorm(g, C)`` becomes
+  ``GroupNorm(n * g, n * C)`` (LayerNorm and InstanceNorm are GroupNorm here, see
+  ``norms/per_sample.py``).
+* Element-wise layers, pooling, dropout and ``Flatten`` work unchanged (a channel-major flatten
+  of the packed maps is client-major). Residual additions and similar forward code work too.
+
+Why a second vectorized backend: on CPU ``vmap`` turns the stacked convolutions into grouped
+convolutions in NCHW layout, the slow kernels there (functorch cannot batch channels-last
+tensors), while the packed network runs its image inputs channels-last, where the CPU's
+grouped-convolution, pooling and BatchNorm kernels are several times faster. Measured in
+``results/bench/README.md``; ``engine=auto`` uses it on CPU (``select.py``).
+
+Safety: a model qualifies only if every module with parameters or buffers has a packing rule
+(``PACKING_RULES``) and every other leaf module is known to act per channel (``PER_CHANNEL``);
+then a self-check runs the packed copy on two different client states and compares it with the
+model itself (``self_check``), which catches forward code that mixes channels or hard-codes a
+reshape. Dropout draws differ from ``loop`` (same distribution, one draw per packed step).
+"""
+from __future__ import annotations
+
+import copy
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call
+
+from fedbn_bench.algorithms.base import Algorithm
+from fedbn_bench.engine.stacked import StackedTrainer, State, stack_unsupported_reason
+from fedbn_bench.norms.base import NormMethod
+from fedbn_bench.norms.fedfn import FeatureNormLinear
+from fedbn_bench.norms.fixbn import FixBatchNorm1d, FixBatchNorm2d
+
+PACKED_NORMS = ("bn", "gn", "ln", "in", "none", "fedbn", "fedfn", "fixbn")
+"""Norm methods checked under ``engine=packed`` (tests/test_engine_equivalence.py). FBN and HBN
+layers are custom modules without a packing rule and run on ``loop`` (or ``vmap``)."""
+
+PER_CHANNEL = (
+    nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.ELU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.Identity,
+    nn.MaxPool1d, nn.MaxPool2d, nn.AvgPool1d, nn.AvgPool2d, nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d,
+    nn.AdaptiveMaxPool2d, nn.Dropout, nn.Dropout2d, nn.Flatten,
+)
+"""Parameter-free layers that act on each channel (or element) separately."""
+
+
+class _PackedLayer(nn.Module):
+    """A layer of the packed network: runs ``source``'s layer for ``n`` packed clients.
+
+    It has the same parameter and buffer names as ``source`` (placeholders, replaced by the
+    stacked tensors in ``functional_call``), and reads ``source``'s settings at call time, so
+    switches a norm method sets on the model (FixBN's stage II) reach it.
+    """
+
+    def __init__(self, source: nn.Module) -> None:
+        super().__init__()
+        self.__dict__["source"] = source  # a reference, not a submodule
+        for name, p in source.named_parameters(recurse=False):
+            self.register_parameter(name, nn.Parameter(p.detach().clone(), p.requires_grad))
+        for name, b in source.named_buffers(recurse=False):
+            self.register_buffer(name, b.detach().clone())
+
+
+class PackedConv2d(_PackedLayer):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s, w = self.source, self.weight
+        n = w.shape[0]
+        bias = None if self.bias is None else self.bias.reshape(-1)
+        return F.conv2d(x, w.reshape(-1, *w.shape[2:]), bias, s.stride, s.padding, s.dilation, s.groups * n)
+
+
+class PackedLinear(_PackedLayer):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight
+        n, out_features, in_features = w.shape
+        lead = x.shape[:-1]
+        h = self.prepare(x.reshape(-1, n, in_features).transpose(0, 1))
+        y = torch.bmm(h, w.transpose(1, 2)) if self.bias is None else torch.baddbmm(self.bias.unsqueeze(1), h, w.transpose(1, 2))
+        return y.transpose(0, 1).reshape(*lead, n * out_features)
+
+    def prepare(self, h: torch.Tensor) -> torch.Tensor:
+        """The per-client input ``(n, rows, in_features)`` of the linear map."""
+        return h
+
+
+class PackedFeatureNormLinear(PackedLinear):
+    """FedFN's classifier: each client's features L2-normalized on their own (``norms/fedfn.py``)."""
+
+    def prepare(self, h: torch.Tensor) -> torch.Tensor:
+        return self.source.normalize(h)
+
+
+class PackedBatchNorm(_PackedLayer):
+    """``nn.BatchNorm1d/2d`` (and FixBN's variant) over ``n * C`` channels, as ``_BatchNorm.forward``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.source
+        weight = None if self.weight is None else self.weight.reshape(-1)
+        bias = None if self.bias is None else self.bias.reshape(-1)
+        mean = None if self.running_mean is None else self.running_mean.view(-1)
+        var = None if self.running_var is None else self.running_var.view(-1)
+        if self.training and getattr(s, "use_global_stats", False):
+            return F.batch_norm(x, mean, var, weight, bias, False, 0.0, s.eps)
+        if self.training and s.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+        batch_stats = self.training or mean is None
+        keep = not self.training or s.track_running_stats
+        return F.batch_norm(x, mean if keep else None, var if keep else None, weight, bias, batch_stats,
+                            s.momentum, s.eps)
+
+
+class PackedGroupNorm(_PackedLayer):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.source
+        n = x.shape[1] // s.num_channels
+        weight = None if self.weight is None else self.weight.reshape(-1)
+        bias = None if self.bias is None else self.bias.reshape(-1)
+        return F.group_norm(x, s.num_groups * n, weight, bias, s.eps)
+
+
+PACKING_RULES: dict[type, type[_PackedLayer]] = {
+    nn.Conv2d: PackedConv2d,
+    nn.Linear: PackedLinear,
+    FeatureNormLinear: PackedFeatureNormLinear,
+    nn.BatchNorm1d: PackedBatchNorm,
+    nn.BatchNorm2d: PackedBatchNorm,
+    FixBatchNorm1d: PackedBatchNorm,
+    FixBatchNorm2d: PackedBatchNorm,
+    nn.GroupNorm: PackedGroupNorm,
+}
+"""Exact module type -> its packed layer (subclasses with their own forward need their own rule)."""
+
+
+def unpackable_module(model: nn.Module) -> Optional[str]:
+    """A description of the first module without a packing rule, or ``None``."""
+    for name, module in model.named_modules():
+        kind = type(module)
+        if kind in PACKING_RULES:
+            if kind is nn.Conv2d and module.padding_mode != "zeros":
+                return f"{name} pads with padding_mode='{module.padding_mode}'"
+            continue
+        own_state = list(module.parameters(recurse=False)) + list(module.buffers(recurse=False))
+        is_leaf = next(module.children(), None) is None
+        if own_state or (is_leaf and not isinstance(module, PER_CHANNEL)):
+            return f"{name or 'the model'} ({kind.__name__}) has no packing rule"
+    return None
+
+
+def packed_copy(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` whose layers run ``n`` packed clients (see the module docstring)."""
+    packed = copy.deepcopy(model)
+    sources = dict(model.named_modules())
+    for name, module in list(packed.named_modules()):
+        rule = PACKING_RULES.get(type(module))
+        if rule is None:
+            continue
+        parent_name, _, attr = name.rpartition(".")
+        parent = packed.get_submodule(parent_name) if parent_name else packed
+        setattr(parent, attr, rule(sources[name]))
+    return packed
+
+
+def pack_input(x: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    """``(n, B, C, ...)`` client batches as one ``(B, n * C, ...)`` batch (channels-last for images)."""
+    n, b = x.shape[:2]
+    if x.dim() == 5 and channels_last:
+        c, h, w = x.shape[2:]
+        nhwc = x.permute(1, 3, 4, 0, 2).contiguous()
+        return nhwc.view(b, h, w, n * c).permute(0, 3, 1, 2)
+    return x.transpose(0, 1).reshape(b, n * x.shape[2], *x.shape[3:])
+
+
+def unpack_output(out: torch.Tensor, n: int) -> torch.Tensor:
+    """``(B, n * K)`` packed logits as ``(n, B, K)``."""
+    return out.view(out.shape[0], n, -1).transpose(0, 1)
+
+
+def self_check(model: nn.Module, sample: torch.Tensor, channels_last: bool) -> Optional[str]:
+    """Run the packed copy on two client states (the model's and a perturbed one) in eval mode and
+    compare with the model itself; a description of the mismatch, or ``None``."""
+    source = copy.deepcopy(model).eval()
+    states = [{k: v.clone() for k, v in source.state_dict().items()}]
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    states.append({k: v * (1 + 0.1 * torch.randn(v.shape, generator=gen).to(v)) if v.is_floating_point() else v
+                   for k, v in states[0].items()})
+    expected = []
+    with torch.no_grad():
+        for state in states:
+            source.load_state_dict(state)
+            expected.append(source(sample))
+        packed = packed_copy(source).eval()
+        stacked = {k: torch.stack([s[k] for s in states]) for k in states[0]}
+        x = pack_input(torch.stack([sample, sample]), channels_last)
+        got = unpack_output(functional_call(packed, stacked, (x,)), 2)
+    for i, want in enumerate(expected):
+        if got[i].shape != want.shape or not torch.allclose(got[i], want, rtol=1e-3, atol=1e-4):
+            return "the model's forward mixes the packed clients' channels (e.g. a concatenation or a fixed reshape)"
+    return None
+
+
+def unsupported_reason(norm: NormMethod, algo: Algorithm, model: nn.Module, sample: torch.Tensor) -> Optional[str]:
+    """Why ``engine=packed`` cannot run this combination, or ``None`` when it can.
+
+    ``sample`` is a few training inputs, used by the self-check.
+    """
+    reason = stack_unsupported_reason(norm, algo, model, PACKED_NORMS, "packed")
+    return reason or unpackable_module(model) or self_check(model, sample, sample.dim() == 4)
+
+
+class PackedTrainer(StackedTrainer):
+    """Trains the sampled clients of a round of a ``Simulation`` as one packed network."""
+
+    def __init__(self, sim) -> None:
+        super().__init__(sim)
+        self.packed = packed_copy(self.model)
+        self.channels_last = sim.fed.data.train.x.dim() == 4
+
+    def empty_stack(self, count: int, like: torch.Tensor) -> torch.Tensor:
+        """Layouts that spare a copy per step: convolution weights ``(n, cout, cin, k, k)`` stored
+        so that their packed view ``(n * cout, cin, k, k)`` is channels-last, the layout of the
+        packed maps; linear weights ``(n, out, in)`` stored as ``(n, in, out)``, the operand of the
+        batched product, whose gradient then arrives in the same layout."""
+        if like.dim() == 4 and self.channels_last:
+            cout, cin, kh, kw = like.shape
+            return like.new_empty((count, cout, kh, kw, cin)).permute(0, 1, 4, 2, 3)
+        if like.dim() == 2:
+            return like.new_empty((count, like.shape[1], like.shape[0])).transpose(1, 2)
+        return super().empty_stack(count, like)
+
+    def forward_backward(self, params: State, buffers: State, x: torch.Tensor, y: torch.Tensor, n: int):
+        leaves = {k: v[:n].detach().requires_grad_() for k, v in params.items() if k in self.trainable}
+        frozen = {k: v[:n] for k, v in params.items() if k not in self.trainable}
+        active = {k: v[:n] for k, v in buffers.items()}
+        self.packed.train()
+        with torch.enable_grad():
+            out = unpack_output(functional_call(self.packed, {**leaves, **frozen, **active},
+                                                (pack_input(x[:n], self.channels_last),)), n)
+            b = out.shape[1]
+            losses = F.cross_entropy(out.reshape(n * b, -1), y[:n].reshape(-1), reduction="none").view(n, b).mean(1)
+            grads = torch.autograd.grad(losses.sum(), list(leaves.values()))
+        return dict(zip(leaves, grads)), losses.detach()
