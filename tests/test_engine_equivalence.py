@@ -138,9 +138,10 @@ def test_fbn_with_unequal_local_steps_falls_back(caplog):
 
 
 @pytest.mark.parametrize(("overrides", "expected"), [
-    (["norm=bn"], "packed"),
-    (["norm=hbn"], "loop"),
-    (["norm=bn", "clients_per_round=1"], "loop"),
+    (["norm=bn", "batch_size=8"], "packed"),
+    (["norm=bn", "batch_size=32"], "loop"),
+    (["norm=hbn", "batch_size=8"], "loop"),
+    (["norm=bn", "batch_size=8", "clients_per_round=1"], "loop"),
 ])
 def test_auto_on_cpu_picks_packed_where_it_runs(overrides, expected, caplog):
     cfg = compose_config([*BASE, *overrides])

@@ -169,7 +169,22 @@ def packed_copy(model: nn.Module) -> nn.Module:
         parent_name, _, attr = name.rpartition(".")
         parent = packed.get_submodule(parent_name) if parent_name else packed
         setattr(parent, attr, rule(sources[name]))
+    pool_before_relu(packed)
     return packed
+
+
+def pool_before_relu(model: nn.Module) -> None:
+    """In every ``nn.Sequential``, swap ``ReLU`` followed by ``MaxPool2d`` into ``MaxPool2d`` then
+    ``ReLU``: the same outputs and gradients (both maps are monotone, so the window maximum and its
+    first position are the same either way, and the gradient is zero where the maximum is not
+    positive), with the ReLU on a quarter of the elements."""
+    for seq in model.modules():
+        if not isinstance(seq, nn.Sequential):
+            continue
+        keys = list(seq._modules)
+        for a, b in zip(keys, keys[1:]):
+            if type(seq._modules[a]) is nn.ReLU and type(seq._modules[b]) is nn.MaxPool2d:
+                seq._modules[a], seq._modules[b] = seq._modules[b], seq._modules[a]
 
 
 def pack_input(x: torch.Tensor, channels_last: bool) -> torch.Tensor:

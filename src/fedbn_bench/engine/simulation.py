@@ -1,13 +1,13 @@
 """The round loop: broadcast → local training → aggregate → evaluate → record → checkpoint.
 
-Local training runs on one of two backends. ``engine=loop`` (this file, the readable reference):
-one model object serves every client, its state loaded from the server's global state plus the
-client's own local state (no deep copies, no DataLoader); a client's batches for the round are
-gathered at once from data that already lives on the device (``client_round_batches``).
+Local training runs on one of three backends. ``engine=loop`` (this file, the readable
+reference): one model object serves every client, its state loaded from the server's global state
+plus the client's own local state (no deep copies, no DataLoader); a client's batches for the
+round are gathered at once from data that already lives on the device (``client_round_batches``).
 ``engine=vmap`` (``vmap.py``) and ``engine=packed`` (``packed.py``) train the round's clients as
-one stack (``stacked.py``). Statistics travel as
-explicit tensors (see ``norms/base.py``). Every ``checkpoint_every`` rounds the whole run state
-is written atomically (``checkpoint.py``); ``restore`` continues from it.
+one stack (``stacked.py``). Statistics travel as explicit tensors (see ``norms/base.py``). Every
+``checkpoint_every`` rounds the whole run state is written atomically (``checkpoint.py``);
+``restore`` continues from it.
 """
 from __future__ import annotations
 
