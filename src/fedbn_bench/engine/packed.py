@@ -20,7 +20,8 @@ Why a second vectorized backend: on CPU ``vmap`` turns the stacked convolutions 
 convolutions in NCHW layout, the slow kernels there (functorch cannot batch channels-last
 tensors), while the packed network runs its image inputs channels-last, where the CPU's
 grouped-convolution, pooling and BatchNorm kernels are several times faster. Measured in
-``results/bench/README.md``; ``engine=auto`` uses it on CPU for local batches up to 16 (``select.py``).
+``results/bench/README.md``; ``engine=auto`` uses it on CPU for local batches up to 16
+(``select.py``).
 
 Safety: a model qualifies only if every module with parameters or buffers has a packing rule
 (``PACKING_RULES``) and every other leaf module is known to act per channel (``PER_CHANNEL``);
