@@ -124,8 +124,6 @@ def test_every_norm_is_equivalent_or_falls_back(norm, dtype, engine, tmp_path, c
 ])
 @pytest.mark.parametrize("engine", ["vmap", "packed"])
 def test_every_algorithm_is_equivalent(overrides, engine, tmp_path):
-    if engine == "packed" and "norm=hbn" in overrides:
-        pytest.skip("HBN layers have no packing rule (falls back, see the norm test)")
     assert_equivalent(["norm=bn", *overrides], tmp_path, engine=engine)
 
 
@@ -140,7 +138,7 @@ def test_fbn_with_unequal_local_steps_falls_back(caplog):
 @pytest.mark.parametrize(("overrides", "expected"), [
     (["norm=bn", "batch_size=8"], "packed"),
     (["norm=bn", "batch_size=32"], "loop"),
-    (["norm=hbn", "batch_size=8"], "loop"),
+    (["norm=fbn", "batch_size=8"], "loop"),
     (["norm=bn", "batch_size=8", "clients_per_round=1"], "loop"),
 ])
 def test_auto_on_cpu_picks_packed_where_it_runs(overrides, expected, caplog):
@@ -172,3 +170,26 @@ def test_channels_last_loop_matches_the_plain_loop(tmp_path):
     assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
     assert_same_state(plain.global_state, nhwc.global_state, "global", TOLERANCE[torch.float32])
 
+
+
+@pytest.mark.parametrize("mixing", ["fixed", "batch_only", "global_only"])
+def test_packed_hbn_with_fixed_mixing_is_equivalent(mixing, tmp_path):
+    assert_equivalent(["norm=hbn", f"norm.mixing={mixing}"], tmp_path, engine="packed")
+
+
+@pytest.mark.parametrize("engine", ["vmap", "packed"])
+def test_hbn_moving_average_ablation_falls_back(engine, caplog):
+    cfg = compose_config([*BASE, "norm=hbn", "norm.stats_source=moving_average"])
+    fed, _ = build_federation(cfg, torch.device("cpu"))
+    with caplog.at_level(logging.WARNING, logger="fedbn_bench"):
+        assert select_engine(engine, fed, cfg.batch_size, cfg.clients_per_round, torch.device("cpu")) == "loop"
+    assert "moving-average ablation" in caplog.text
+
+
+@pytest.mark.parametrize("norm", ["bn", "gn"])
+def test_packed_without_affine_parameters_is_equivalent(norm, tmp_path):
+    assert_equivalent([f"norm={norm}", "norm.affine=false"], tmp_path, engine="packed")
+
+
+def test_packed_hbn_without_affine_parameters_is_equivalent(tmp_path):
+    assert_equivalent(["norm=hbn", "norm.affine=false"], tmp_path, engine="packed")

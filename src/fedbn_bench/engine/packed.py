@@ -44,10 +44,11 @@ from fedbn_bench.engine.stacked import StackedTrainer, State, stack_unsupported_
 from fedbn_bench.norms.base import NormMethod
 from fedbn_bench.norms.fedfn import FeatureNormLinear
 from fedbn_bench.norms.fixbn import FixBatchNorm1d, FixBatchNorm2d
+from fedbn_bench.norms.hbn import HybridBatchNorm
 
-PACKED_NORMS = ("bn", "gn", "ln", "in", "none", "fedbn", "fedfn", "fixbn")
-"""Norm methods checked under ``engine=packed`` (tests/test_engine_equivalence.py). FBN and HBN
-layers are custom modules without a packing rule and run on ``loop`` (or ``vmap``)."""
+PACKED_NORMS = ("bn", "gn", "ln", "in", "none", "fedbn", "fedfn", "fixbn", "hbn")
+"""Norm methods checked under ``engine=packed`` (tests/test_engine_equivalence.py). FBN layers
+(a Python step counter per layer) have no packing rule and run on ``loop`` (or ``vmap``)."""
 
 PER_CHANNEL = (
     nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.ELU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.Identity,
@@ -68,10 +69,11 @@ class _PackedLayer(nn.Module):
     def __init__(self, source: nn.Module) -> None:
         super().__init__()
         self.__dict__["source"] = source  # a reference, not a submodule
-        for name, p in source.named_parameters(recurse=False):
-            self.register_parameter(name, nn.Parameter(p.detach().clone(), p.requires_grad))
-        for name, b in source.named_buffers(recurse=False):
-            self.register_buffer(name, b.detach().clone())
+        for name, p in source._parameters.items():  # None entries too (e.g. affine=False)
+            self.register_parameter(name, None if p is None else nn.Parameter(p.detach().clone(), p.requires_grad))
+        for name, b in source._buffers.items():
+            persistent = name not in source._non_persistent_buffers_set
+            self.register_buffer(name, None if b is None else b.detach().clone(), persistent=persistent)
 
 
 class PackedConv2d(_PackedLayer):
@@ -131,6 +133,28 @@ class PackedGroupNorm(_PackedLayer):
         return F.group_norm(x, s.num_groups * n, weight, bias, s.eps)
 
 
+class PackedHybridBatchNorm(_PackedLayer):
+    """HBN's layer in local training (Eq. 9-10, ``norms/hbn.py``) over ``n * C`` channels: each
+    channel mixes its own client's batch moments with its client's global statistics. (The
+    statistics pass runs on the model itself, never on the packed copy.)"""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.source
+        # the layer sets absent parameters as plain ``None`` attributes, so read them with a default
+        factor, weight, bias = (getattr(self, name, None) for name in ("hybrid_factor", "weight", "bias"))
+        shape = (1, -1) + (1,) * (x.dim() - 2)
+        mean, var = self.global_mean.view(-1), self.global_var.view(-1)
+        if self.training:
+            dims = [0, *range(2, x.dim())]
+            w = torch.sigmoid(factor.reshape(-1)) if factor is not None else s.global_weight()
+            mean = (1 - w) * x.mean(dims) + w * mean
+            var = (1 - w) * x.var(dims, unbiased=False) + w * var
+        out = (x - mean.reshape(shape)) * torch.rsqrt(var.reshape(shape) + s.eps)
+        if weight is not None:
+            out = out * weight.reshape(shape) + bias.reshape(shape)
+        return out
+
+
 PACKING_RULES: dict[type, type[_PackedLayer]] = {
     nn.Conv2d: PackedConv2d,
     nn.Linear: PackedLinear,
@@ -140,6 +164,7 @@ PACKING_RULES: dict[type, type[_PackedLayer]] = {
     FixBatchNorm1d: PackedBatchNorm,
     FixBatchNorm2d: PackedBatchNorm,
     nn.GroupNorm: PackedGroupNorm,
+    HybridBatchNorm: PackedHybridBatchNorm,
 }
 """Exact module type -> its packed layer (subclasses with their own forward need their own rule)."""
 

@@ -52,6 +52,8 @@ def stack_unsupported_reason(norm: NormMethod, algo: Algorithm, model: nn.Module
     name = getattr(norm.cfg, "name", type(norm).__name__)
     if name not in checked_norms:
         return f"norm={name} has not been checked under engine={backend}"
+    if name == "hbn" and getattr(norm.cfg, "stats_source", "separated") != "separated":
+        return "HBN's moving-average ablation keeps each client's size in the norm object"
     return None
 
 

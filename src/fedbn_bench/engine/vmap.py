@@ -38,8 +38,6 @@ def unsupported_reason(norm: NormMethod, algo: Algorithm, model: nn.Module, clie
     name = getattr(norm.cfg, "name", type(norm).__name__)
     if name == "fbn" and len(set(client_steps)) > 1:
         return "FBN layers count local updates in one Python attribute, so vmap needs equal local steps for all clients"
-    if name == "hbn" and getattr(norm.cfg, "stats_source", "separated") != "separated":
-        return "HBN's moving-average ablation keeps each client's size in the norm object"
     return None
 
 
