@@ -44,7 +44,7 @@ from fedbn_bench.engine.stacked import StackedTrainer, State, stack_unsupported_
 from fedbn_bench.norms.base import NormMethod
 from fedbn_bench.norms.fedfn import FeatureNormLinear
 from fedbn_bench.norms.fixbn import FixBatchNorm1d, FixBatchNorm2d
-from fedbn_bench.norms.hbn import HybridBatchNorm
+from fedbn_bench.norms.hbn import HybridBatchNorm, global_weight, mix_with_batch, normalize
 
 PACKED_NORMS = ("bn", "gn", "ln", "in", "none", "fedbn", "fedfn", "fixbn", "hbn")
 """Norm methods checked under ``engine=packed`` (tests/test_engine_equivalence.py). FBN layers
@@ -75,13 +75,19 @@ class _PackedLayer(nn.Module):
             persistent = name not in source._non_persistent_buffers_set
             self.register_buffer(name, None if b is None else b.detach().clone(), persistent=persistent)
 
+    def flat(self, name: str) -> Optional[torch.Tensor]:
+        """The stacked per-channel tensor ``name`` ``(n, C)`` viewed as ``(n * C,)`` (a view, so
+        in-place statistics updates land in the stack), or ``None`` when the layer has none
+        (absent parameters may also be plain ``None`` attributes, as in HBN's layer)."""
+        t = getattr(self, name, None)
+        return None if t is None else t.view(-1)
+
 
 class PackedConv2d(_PackedLayer):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s, w = self.source, self.weight
-        n = w.shape[0]
-        bias = None if self.bias is None else self.bias.reshape(-1)
-        return F.conv2d(x, w.reshape(-1, *w.shape[2:]), bias, s.stride, s.padding, s.dilation, s.groups * n)
+        return F.conv2d(x, w.reshape(-1, *w.shape[2:]), self.flat("bias"), s.stride, s.padding, s.dilation,
+                        s.groups * w.shape[0])
 
 
 class PackedLinear(_PackedLayer):
@@ -110,10 +116,7 @@ class PackedBatchNorm(_PackedLayer):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s = self.source
-        weight = None if self.weight is None else self.weight.reshape(-1)
-        bias = None if self.bias is None else self.bias.reshape(-1)
-        mean = None if self.running_mean is None else self.running_mean.view(-1)
-        var = None if self.running_var is None else self.running_var.view(-1)
+        weight, bias, mean, var = (self.flat(k) for k in ("weight", "bias", "running_mean", "running_var"))
         if self.training and getattr(s, "use_global_stats", False):
             return F.batch_norm(x, mean, var, weight, bias, False, 0.0, s.eps)
         if self.training and s.track_running_stats and self.num_batches_tracked is not None:
@@ -128,9 +131,7 @@ class PackedGroupNorm(_PackedLayer):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s = self.source
         n = x.shape[1] // s.num_channels
-        weight = None if self.weight is None else self.weight.reshape(-1)
-        bias = None if self.bias is None else self.bias.reshape(-1)
-        return F.group_norm(x, s.num_groups * n, weight, bias, s.eps)
+        return F.group_norm(x, s.num_groups * n, self.flat("weight"), self.flat("bias"), s.eps)
 
 
 class PackedHybridBatchNorm(_PackedLayer):
@@ -140,19 +141,10 @@ class PackedHybridBatchNorm(_PackedLayer):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s = self.source
-        # the layer sets absent parameters as plain ``None`` attributes, so read them with a default
-        factor, weight, bias = (getattr(self, name, None) for name in ("hybrid_factor", "weight", "bias"))
-        shape = (1, -1) + (1,) * (x.dim() - 2)
-        mean, var = self.global_mean.view(-1), self.global_var.view(-1)
+        mean, var = self.flat("global_mean"), self.flat("global_var")
         if self.training:
-            dims = [0, *range(2, x.dim())]
-            w = torch.sigmoid(factor.reshape(-1)) if factor is not None else s.global_weight()
-            mean = (1 - w) * x.mean(dims) + w * mean
-            var = (1 - w) * x.var(dims, unbiased=False) + w * var
-        out = (x - mean.reshape(shape)) * torch.rsqrt(var.reshape(shape) + s.eps)
-        if weight is not None:
-            out = out * weight.reshape(shape) + bias.reshape(shape)
-        return out
+            mean, var = mix_with_batch(x, mean, var, global_weight(self.flat("hybrid_factor"), s.mixing))
+        return normalize(x, mean, var, self.flat("weight"), self.flat("bias"), s.eps)
 
 
 PACKING_RULES: dict[type, type[_PackedLayer]] = {

@@ -232,18 +232,22 @@ def _sgd_step(grads: State, params: State, bufs: State, has: dict[str, list[bool
               momentum: float, decay: float) -> None:
     """One torch.optim.SGD step (dampening 0, no Nesterov) of the first ``n`` clients' parameters.
 
-    Parameters whose momentum buffers are all started and whose tensors are contiguous take
-    PyTorch's fused SGD kernel (one pass over memory instead of four: the stacks are large, so this
-    is memory-bound). The fused CPU kernel of torch 2.x computes wrong values on non-contiguous
+    Parameters whose momentum buffers are all started and whose stacks are dense take PyTorch's
+    fused SGD kernel (one pass over memory instead of four: the stacks are large, so this is
+    memory-bound). The fused CPU kernel of torch 2.x computes wrong values on non-contiguous
     tensors (measured), so it receives the tensors permuted into their memory order
-    (``_memory_order_views``), where they are contiguous. The others take the same update in ``foreach``
-    operations, where a client's buffer that is not started yet is set to the update direction.
+    (``_memory_order_views``), where they are contiguous. The others take the same update in
+    ``foreach`` operations, where a client's buffer that is not started yet is set to the update
+    direction.
     """
     fused: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
     rest = []
     for k, g in grads.items():
-        views = _memory_order_views(params[k][:n], g, bufs[k][:n])
-        (fused.append(views) if momentum != 0 and all(has[k][:n]) and views else rest.append(k))
+        views = _memory_order_views(params[k][:n], g, bufs[k][:n]) if momentum != 0 and all(has[k][:n]) else None
+        if views is None:
+            rest.append(k)
+        else:
+            fused.append(views)
     if fused:
         weights, directions, buffers = (list(t) for t in zip(*fused))
         torch._fused_sgd_(weights, directions, buffers, weight_decay=decay, momentum=momentum, lr=lr,

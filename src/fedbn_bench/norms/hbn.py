@@ -93,6 +93,34 @@ class Moments:
         return self.m2 / self.count
 
 
+def global_weight(hybrid_factor: Optional[torch.Tensor], mixing: str) -> torch.Tensor | float:
+    """Weight ``w`` of the global statistics in Eq. 9: ``sigmoid(hybrid_factor)`` when the factor
+    is learned, else the fixed weight of ``mixing``."""
+    if hybrid_factor is not None:
+        return torch.sigmoid(hybrid_factor)
+    return FIXED_GLOBAL_WEIGHT[mixing]
+
+
+def mix_with_batch(x: torch.Tensor, global_mean: torch.Tensor, global_var: torch.Tensor,
+                   w: torch.Tensor | float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 9: the batch mean and biased variance of ``x`` (over every axis but the channels)
+    mixed with the global statistics, ``w`` being the weight of the global ones."""
+    dims = [0, *range(2, x.dim())]
+    mean = (1 - w) * x.mean(dims) + w * global_mean
+    var = (1 - w) * x.var(dims, unbiased=False) + w * global_var
+    return mean, var
+
+
+def normalize(x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, weight: Optional[torch.Tensor],
+              bias: Optional[torch.Tensor], eps: float) -> torch.Tensor:
+    """Eq. 10 plus the affine map: ``x`` standardized per channel with ``mean`` and ``var``."""
+    shape = (1, -1) + (1,) * (x.dim() - 2)
+    out = (x - mean.reshape(shape)) * torch.rsqrt(var.reshape(shape) + eps)
+    if weight is not None:
+        out = out * weight.reshape(shape) + bias.reshape(shape)
+    return out
+
+
 class HybridBatchNorm(nn.Module):
     """The HBN layer (Eq. 9–10) for (N, C) or (N, C, *) inputs.
 
@@ -125,30 +153,21 @@ class HybridBatchNorm(nn.Module):
 
     def global_weight(self) -> torch.Tensor | float:
         """Weight ``w`` of the global statistics in Eq. 9 (``1 / (1 + e^-alpha)``)."""
-        if self.hybrid_factor is not None:
-            return torch.sigmoid(self.hybrid_factor)
-        return FIXED_GLOBAL_WEIGHT[self.mixing]
+        return global_weight(self.hybrid_factor, self.mixing)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.recorder is not None:
             self.recorder.add(x)
-        shape = (1, -1) + (1,) * (x.dim() - 2)
         self.positions = math.prod(x.shape[2:])
         use_batch = self.training if self.pass_rule is None else self.pass_rule == "hybrid"
         if use_batch:
-            dims = [0, *range(2, x.dim())]
-            mean_b, var_b = x.mean(dims), x.var(dims, unbiased=False)
-            w = self.global_weight()
-            mean = (1 - w) * mean_b + w * self.global_mean
-            var = (1 - w) * var_b + w * self.global_var
+            mean, var = mix_with_batch(x, self.global_mean, self.global_var, self.global_weight())
             if self.ma_momentum is not None and self.training and self.pass_rule is None:
-                self.update_running(mean_b.detach(), x.var(dims).detach())
+                dims = [0, *range(2, x.dim())]
+                self.update_running(x.mean(dims).detach(), x.var(dims).detach())
         else:
             mean, var = self.global_mean, self.global_var
-        out = (x - mean.reshape(shape)) * torch.rsqrt(var.reshape(shape) + self.eps)
-        if self.weight is not None:
-            out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
-        return out
+        return normalize(x, mean, var, self.weight, self.bias, self.eps)
 
     @torch.no_grad()
     def update_running(self, mean: torch.Tensor, var: torch.Tensor) -> None:
