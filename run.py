@@ -5,7 +5,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from fedbn_bench.cli import USER_ERRORS, register_schemas
+from fedbn_bench.cli import UserError, register_schemas
 from fedbn_bench.runner import run_experiment
 
 register_schemas()
@@ -15,7 +15,7 @@ register_schemas()
 def main(cfg: DictConfig) -> float:
     try:
         summary = run_experiment(cfg, HydraConfig.get().runtime.output_dir)
-    except USER_ERRORS as err:
+    except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     return summary["final_test_acc"] or 0.0

@@ -328,7 +328,7 @@ def test_bad_shapes_classes_and_factories() -> None:
 
 
 def test_register_model_validates_builders() -> None:
-    with pytest.raises(ValueError, match="twice"):
+    with pytest.raises(ValueError, match="already registered"):
         register_model("mlp")(lambda norm_layer, input_shape, num_classes: nn.Linear(1, 1))
     with pytest.raises(TypeError, match="keyword-only"):
 

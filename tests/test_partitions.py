@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, make_dataclass
 
 import pandas as pd
 import pytest
 import torch
+from omegaconf import OmegaConf
 
+from conftest import CONF, compose_config
 from fedbn_bench.partition import (
     PARTITIONS,
     PartitionError,
     client_domains,
     make_partition,
+    partition_params,
     partition_table,
     register_partition,
 )
 from fedbn_bench.partition.gamma import pool_size
+from fedbn_bench.partition.iid import IidConfig
 
 K = 10
 
@@ -507,8 +512,13 @@ def test_bad_labels():
         make_partition("iid", torch.tensor([0, -1, 2]), 2, 0)
 
 
+@dataclass
+class BrokenConfig:
+    name: str = "_test_broken"
+
+
 def test_register_new_partition_is_checked():
-    @register_partition("_test_broken")
+    @register_partition("_test_broken", BrokenConfig)
     def broken(labels, num_clients, generator, *, domains=None):
         return [torch.arange(labels.numel() - 1)] + [torch.empty(0, dtype=torch.int64)] * (num_clients - 1)
 
@@ -516,8 +526,56 @@ def test_register_new_partition_is_checked():
         with pytest.raises(RuntimeError, match="disjoint, complete"):
             make_partition("_test_broken", LABELS["balanced"], 3, 0)
         with pytest.raises(ValueError, match="already registered"):
-            @register_partition("iid")
+            @register_partition("iid", IidConfig)
             def other(labels, num_clients, generator, *, domains=None):
                 return []
     finally:
-        PARTITIONS.pop("_test_broken", None)
+        PARTITIONS.unregister("_test_broken")
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"name": "_test_schema", "size": 3}, "must have the fields"),
+        ({"name": "_test_other"}, "must have the fields"),
+        ({"name": "_test_schema"}, "defaults to 0"),
+    ],
+)
+def test_register_checks_the_schema_against_the_function(fields, message):
+    """The schema's fields are the function's keyword parameters, with the same defaults."""
+    schema = make_dataclass("Schema", [(k, type(v), v) for k, v in fields.items()] + [("alpha", float, 0.0)])
+
+    def fn(labels, num_clients, generator, *, domains=None, alpha: float = 0.5):
+        return []
+
+    with pytest.raises(TypeError, match=message):
+        register_partition("_test_schema", schema)(fn)
+    assert "_test_schema" not in PARTITIONS
+
+
+def test_every_partition_has_its_schema():
+    for name, partition in PARTITIONS.items():
+        defaults = partition.schema()
+        assert defaults.name == name
+        assert set(vars(defaults)) - {"name"} == set(partition.allowed_params)
+
+
+@pytest.mark.parametrize("option", sorted(p.stem for p in (CONF / "partition").glob("*.yaml")))
+def test_every_partition_yaml_runs_with_its_defaults(option):
+    """The runner's call: ``make_partition(name, labels, n, seed, domains=..., **partition_params(cfg))``."""
+    p = compose_config([f"partition={option}"]).partition
+    labels, domains = domain_data()
+    parts = make_partition(p.name, labels, 6, 0, domains=domains, **partition_params(p))
+    assert_valid_partition(parts, labels.numel(), 6)
+
+
+def test_domains_partition_checks_num_domains():
+    labels, domains = domain_data()
+    with pytest.raises(PartitionError, match="num_domains"):
+        make_partition("domains", labels, 6, 0, domains=domains, num_domains=0)
+
+
+def test_partition_params_drop_the_name_and_resolve():
+    cfg = OmegaConf.create({"alpha": 0.2, "partition": {"name": "dirichlet", "alpha": "${alpha}", "min_size": 3}})
+    assert partition_params(cfg.partition) == {"alpha": 0.2, "min_size": 3}
+    assert partition_params({"name": "iid"}) == {}

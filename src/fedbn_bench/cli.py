@@ -1,9 +1,5 @@
-"""What ``run.py`` needs besides the runner: schema registration and the user-facing errors."""
+"""What ``run.py`` needs besides the runner: schema registration and the user-facing error."""
 from fedbn_bench.config.schema import register_schemas
-from fedbn_bench.data import DatasetError
-from fedbn_bench.errors import ConfigError
-from fedbn_bench.partition import PartitionError
+from fedbn_bench.errors import UserError
 
-USER_ERRORS = (ConfigError, DatasetError, PartitionError)
-
-__all__ = ["USER_ERRORS", "register_schemas"]
+__all__ = ["UserError", "register_schemas"]

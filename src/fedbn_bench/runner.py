@@ -5,7 +5,6 @@ dataset root, partition feasibility, batch size vs client data) runs before the 
 """
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +15,15 @@ from fedbn_bench.algorithms import build_algorithm
 from fedbn_bench.config.validate import validate_client_sizes, validate_config
 from fedbn_bench.data import DatasetBundle, dataset_has_natural_domains, load_dataset
 from fedbn_bench.engine.checkpoint import config_differences, load_checkpoint
+from fedbn_bench.core.aggregation import AGGREGATORS
+from fedbn_bench.engine.federation import ClientRecord, Federation
 from fedbn_bench.engine.select import select_engine
-from fedbn_bench.engine.simulation import Federation, RunSettings, Simulation
+from fedbn_bench.engine.settings import RunSettings
+from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.models import build_model
 from fedbn_bench.norms import build_norm
-from fedbn_bench.partition import PARTITIONS, make_partition, partition_table
+from fedbn_bench.partition import make_partition, partition_params, partition_table
 from fedbn_bench.records.loggers import make_logger
 from fedbn_bench.records.run_records import RunRecorder
 
@@ -53,33 +55,29 @@ def domain_test_splits(data: DatasetBundle, client_domains: list[int]) -> tuple[
 def build_federation(cfg: DictConfig, device: torch.device) -> tuple[Federation, Any]:
     data = load_data(cfg)
     p = cfg.partition
-    accepted = inspect.signature(PARTITIONS[p.name]).parameters
-    params = {k: v for k, v in OmegaConf.to_container(p, resolve=True).items() if k in accepted and k != "domains"}
-    parts = make_partition(p.name, data.train.y, cfg.num_clients, cfg.seed, domains=data.train.domain, **params)
+    parts = make_partition(p.name, data.train.y, cfg.num_clients, cfg.seed, domains=data.train.domain,
+                           **partition_params(p))
     table = partition_table(data.train.y, parts, data.num_classes)
     norm = build_norm(cfg.norm)
     algo = build_algorithm(cfg.algo)
     batch_size = algo.batch_size(cfg.batch_size, cfg.clients_per_round)
     clients = [torch.cat(parts)] if algo.pools_clients else parts
-    validate_client_sizes([len(c) for c in clients], batch_size, needs_two=bool(norm.layer_types))
+    validate_client_sizes([len(c) for c in clients], batch_size, needs_two=norm.uses_batch_statistics)
     model = build_model(cfg.model.name, norm.norm_layer, data.input_shape, data.num_classes, **cfg.model.options)
     model = norm.prepare_model(model)
-    client_test, domain_test = None, {}
+    client_test: list = [None] * len(clients)
+    domains: list = [None] * len(clients)
+    domain_test: dict[str, torch.Tensor] = {}
     if data.num_domains and p.name == "domains" and not algo.pools_clients:
-        client_domains = [int(data.train.domain[c[0]]) for c in parts]
-        client_test, domain_test = domain_test_splits(data, client_domains)
+        domains = [int(data.train.domain[c[0]]) for c in parts]
+        client_test, domain_test = domain_test_splits(data, domains)
     elif data.num_domains:
         domain_test = domain_test_splits(data, [])[1]
     data = data.to(device)
-    fed = Federation(
-        data=data,
-        client_indices=[c.to(device) for c in clients],
-        model=model.to(device),
-        norm=norm,
-        algo=algo,
-        client_test=None if client_test is None else [t.to(device) for t in client_test],
-        domain_test={k: v.to(device) for k, v in domain_test.items()},
-    )
+    records = [ClientRecord(indices=c.to(device), test_indices=None if t is None else t.to(device), domain=d)
+               for c, t, d in zip(clients, client_test, domains)]
+    fed = Federation(data=data, clients=records, model=model.to(device), norm=norm, algo=algo,
+                     domain_test={k: v.to(device) for k, v in domain_test.items()})
     return fed, table
 
 
@@ -118,7 +116,8 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     logger = make_logger(cfg.logger, Path(run_dir), config, name)
     batch_size = fed.algo.batch_size(cfg.batch_size, cfg.clients_per_round)
     engine = select_engine(cfg.engine.name, fed, batch_size, cfg.clients_per_round, device, cfg.engine.channels_last)
-    sim = Simulation(fed, settings, recorder, logger, engine=engine, config=config)
+    aggregator = AGGREGATORS.get(cfg.aggregator.name)(cfg.aggregator)
+    sim = Simulation(fed, settings, recorder, logger, engine=engine, config=config, aggregator=aggregator)
     if checkpoint is not None:
         sim.restore(checkpoint)
     return sim.run()

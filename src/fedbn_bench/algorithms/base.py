@@ -1,24 +1,39 @@
-"""The FL-algorithm strategy: the client optimizer/loss and the server update of the weights.
+"""The FL-algorithm strategy: what a client starts from, its local update, and the server update.
 
 Algorithms are orthogonal to normalization methods: a norm decides what happens to statistics
 and normalization state, an algorithm what happens to the learnable weights. A new algorithm is
 one module registering a subclass of ``Algorithm`` in ``ALGORITHMS`` plus one YAML in conf/algo.
+
+The client update is written once, FL-bench/FedJAX style, as hooks over *per-client trees*
+(dicts of tensors, ``core/trees.py``) that the engine's backends drive (``engine/local_steps.py``):
+
+* ``start(params, client_state)`` -> the client's local tree (optimizer buffers, anchors, ...);
+* per step: the backend's forward/backward with ``loss``, then ``gradient_hook`` and ``step``;
+* ``finish(params, local)`` -> the upload, namespaced extras and the client's new own state.
+
+``loss``, ``gradient_hook``, ``step`` and ``finish`` receive either one client's tensors
+(``engine=loop``) or stacks with a leading client axis (``vmap``, ``packed``), so they must be
+element-wise or reduce over the last axes only (``core.trees.per_client`` expands a per-client
+scalar). ``start`` always sees one client. An algorithm whose client update cannot be written
+this way sets ``stacked_unsupported`` to the reason, and runs on ``loop`` only.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from fedbn_bench.config.schema import ScheduleConfig
+from fedbn_bench.algorithms.schedules import ScheduleConfig
+from fedbn_bench.algorithms.sgd import sgd_step
+from fedbn_bench.core.aggregation import Aggregator, aggregate_states
+from fedbn_bench.core.updates import ClientUpdate, State
 from fedbn_bench.errors import ConfigError
-from fedbn_bench.norms.base import weighted_mean
 from fedbn_bench.registry import Registry
 
-Batch = tuple[torch.Tensor, torch.Tensor]
+LocalTree = dict[str, Any]
+"""A client's local tree during training (tensors or dicts of tensors)."""
 
 
 @dataclass
@@ -37,11 +52,14 @@ MOMENTUM_CARRY = ("none", "local", "global")
 
 
 class Algorithm:
-    """Base class; the default behaviour is FedAvg's (McMahan et al. 2017)."""
+    """Base class; the default behaviour is FedAvg's (McMahan et al. 2017): local SGD with
+    momentum and weight decay, weights averaged with the clients' data-size weights."""
 
     config_class: type = AlgoConfig
     keeps_models_local: bool = False
     pools_clients: bool = False
+    stacked_unsupported: Optional[str] = None
+    """Why the stacked backends (vmap, packed) cannot run this algorithm's client update."""
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
@@ -50,9 +68,9 @@ class Algorithm:
             raise ConfigError(f"algo.momentum_carry='{carry}' is unknown; allowed: {', '.join(MOMENTUM_CARRY)}")
         if carry != "none" and not cfg.momentum:
             raise ConfigError(f"algo.momentum_carry='{carry}' needs SGD momentum: set algo.momentum > 0")
-        self.server_momentum: dict[str, torch.Tensor] = {}
-        self._momentum_uploads: list[dict[str, torch.Tensor]] = []
+        self.server_momentum: State = {}
 
+    # -- the round's shape ---------------------------------------------------------------------
     def batch_size(self, batch_size: int, clients_per_round: int) -> int:
         """The local batch size given the run's ``batch_size``."""
         return batch_size
@@ -63,81 +81,59 @@ class Algorithm:
             return self.cfg.local_steps
         return self.cfg.local_epochs * (client_size // batch_size)
 
-    def loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(model(x), y)
-
-    def local_train(
-        self, model: nn.Module, batches: Iterable[Batch], lr: float, client_state: dict[str, Any]
-    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """Train locally with SGD (momentum, weight decay).
-
-        The momentum buffer follows ``momentum_carry`` (FixBN App. C.4): ``none`` resets it every
-        round (standard FedAvg); ``local`` keeps each client's buffer across rounds in
-        ``client_state``; ``global`` starts from ``server_momentum``, the weighted mean (Eq. 2) of the
-        sampled clients' final buffers of the previous round, aggregated in ``server_update``.
-        Returns the payload (the client's new weights) and the mean training loss.
-        """
-        model.train()
-        optimizer = torch.optim.SGD(
-            model.parameters(), lr=lr, momentum=self.cfg.momentum, weight_decay=self.cfg.weight_decay
-        )
-        self._load_momentum(optimizer, model, client_state)
-        total, steps = 0.0, 0
-        for x, y in batches:
-            loss = self.loss(model, x, y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            total = total + loss.detach()
-            steps += 1
-        self._save_momentum(optimizer, model, client_state)
-        payload = {k: p.detach().clone() for k, p in model.named_parameters()}
-        return payload, torch.as_tensor(total) / max(steps, 1)
-
-    def _load_momentum(self, optimizer: torch.optim.Optimizer, model: nn.Module, client_state: dict[str, Any]) -> None:
-        carry = self.momentum_carry
-        start = client_state.get("momentum_buffer", {}) if carry == "local" else self.server_momentum
-        if carry == "none" or not start:
-            return
-        for name, p in model.named_parameters():
-            if name in start:
-                optimizer.state[p]["momentum_buffer"] = start[name].clone()
-
-    def _save_momentum(self, optimizer: torch.optim.Optimizer, model: nn.Module, client_state: dict[str, Any]) -> None:
-        carry = self.momentum_carry
-        if carry == "none":
-            return
-        buffers = {
-            name: optimizer.state[p]["momentum_buffer"].detach().clone()
-            for name, p in model.named_parameters()
-            if optimizer.state[p].get("momentum_buffer") is not None
-        }
-        if carry == "local":
-            client_state["momentum_buffer"] = buffers
-        else:
-            self._momentum_uploads.append(buffers)
-
     def client_weights(self, sizes: torch.Tensor) -> torch.Tensor:
         """Aggregation weights of the sampled clients: proportional to their data size."""
         sizes = sizes.to(torch.float64)
         return (sizes / sizes.sum()).to(torch.float32)
 
-    def server_update(
-        self,
-        params: dict[str, torch.Tensor],
-        payloads: list[dict[str, torch.Tensor]],
-        weights: torch.Tensor,
-        lr: float,
-    ) -> dict[str, torch.Tensor]:
-        """New global weights from the clients' payloads (FedAvg: their weighted mean).
+    def broadcast(self, global_state: State, client: int) -> State:
+        """What ``client`` starts local training from (default: the global state itself)."""
+        return global_state
 
-        With ``momentum_carry=global`` the round's uploaded momentum buffers are averaged the same
-        way into ``server_momentum``, the next round's initial momentum (FixBN App. C.4).
-        """
-        if self._momentum_uploads:
-            self.server_momentum = weighted_mean(self._momentum_uploads, weights)
-            self._momentum_uploads = []
-        return weighted_mean(payloads, weights)
+    # -- the client update (one client or a stack) --------------------------------------------
+    def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Each client's mean loss on its batch: logits ``(..., B, K)``, labels ``(..., B)``."""
+        per_sample = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
+        return per_sample.view(y.shape).mean(-1)
+
+    def start(self, params: State, client_state: dict[str, Any]) -> LocalTree:
+        """The local tree of one client starting from ``params`` (its received weights; never
+        modify or alias them). FedAvg: SGD momentum buffers, zero or carried (``momentum_carry``,
+        FixBN App. C.4: ``local`` keeps each client's buffers across rounds, ``global`` starts
+        from the server's average of the previous round's final buffers, Eq. 2)."""
+        if not self.cfg.momentum:
+            return {}
+        carried = client_state.get("momentum", {}) if self.momentum_carry == "local" else self.server_momentum
+        if self.momentum_carry == "none":
+            carried = {}
+        return {"momentum": {k: carried[k].clone() if k in carried else torch.zeros_like(p) for k, p in params.items()}}
+
+    def gradient_hook(self, grads: State, params: State, local: LocalTree) -> State:
+        """The gradients the step uses (FedProx adds its proximal gradient here)."""
+        return grads
+
+    def step(self, params: State, grads: State, local: LocalTree, lr: float) -> None:
+        """One local step, in place (torch.optim.SGD's rule, ``algorithms/sgd.py``)."""
+        sgd_step(params, grads, local.get("momentum"), lr, self.cfg.momentum, self.cfg.weight_decay)
+
+    def finish(self, params: State, local: LocalTree) -> tuple[State, dict[str, State], dict[str, Any]]:
+        """``(upload, extras, client_state)`` after the last step: the new weights; the momentum
+        buffers as ``extras["momentum"]`` (``global`` carry) or kept as the client's state (``local``)."""
+        upload = {k: p.clone() for k, p in params.items()}
+        if self.momentum_carry == "global":
+            return upload, {"momentum": local["momentum"]}, {}
+        if self.momentum_carry == "local":
+            return upload, {}, {"momentum": local["momentum"]}
+        return upload, {}, {}
+
+    # -- the server ----------------------------------------------------------------------------
+    def server_update(self, global_state: State, updates: list[ClientUpdate], weights: torch.Tensor,
+                      aggregator: Aggregator, lr: float) -> State:
+        """New global weights from the round's updates (FedAvg: their aggregate); with
+        ``momentum_carry=global`` the uploaded buffers become the next round's start."""
+        if self.momentum_carry == "global":
+            self.server_momentum = aggregate_states(aggregator, [u.extras["momentum"] for u in updates], weights)
+        return aggregate_states(aggregator, [u.weights for u in updates], weights)
 
 
 ALGORITHMS: Registry[type[Algorithm]] = Registry("algorithm")

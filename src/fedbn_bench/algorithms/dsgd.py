@@ -3,19 +3,21 @@
 Each client computes one gradient on a batch of ``b`` at the broadcast weights (line 7) and sends
 it; the server averages the clients' messages uniformly (line 10) and takes one step (line 11).
 FBN App. C Table 2 lists a *client momentum* of 0.99; as in the robust-DSGD literature the paper
-builds on, a client sends its momentum ``m ← β m + (1 − β) g`` (EMA form; ``β = 0`` sends the raw
-gradient, exactly Alg. 3). Weight decay is added to the gradient on the client.
+builds on, a client sends its momentum ``m ← β m + (1 − β) g`` (EMA form, the first message being
+``g``; ``β = 0`` sends the raw gradient, exactly Alg. 3). Weight decay is added to the gradient on
+the client. The client's momentum is its own state across rounds.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import torch
-from torch import nn
 
-from fedbn_bench.algorithms.base import ALGORITHMS, AlgoConfig, Algorithm, Batch
-from fedbn_bench.norms.base import weighted_mean
+from fedbn_bench.algorithms.base import ALGORITHMS, AlgoConfig, Algorithm, LocalTree
+from fedbn_bench.core.aggregation import Aggregator, aggregate_states
+from fedbn_bench.core.trees import per_client
+from fedbn_bench.core.updates import ClientUpdate, State
 
 
 @dataclass
@@ -31,35 +33,31 @@ class DSGD(Algorithm):
     def num_steps(self, client_size: int, batch_size: int) -> int:
         return 1
 
-    def local_train(
-        self, model: nn.Module, batches: Iterable[Batch], lr: float, client_state: dict[str, Any]
-    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        model.train()
-        ((x, y),) = list(batches)
-        model.zero_grad(set_to_none=True)
-        loss = self.loss(model, x, y)
-        loss.backward()
-        beta, decay = self.cfg.client_momentum, self.cfg.weight_decay
-        momentum = client_state.setdefault("momentum", {})
-        payload = {}
-        for name, p in model.named_parameters():
-            g = p.grad.detach() + decay * p.detach() if p.grad is not None else torch.zeros_like(p)
-            if beta:
-                m = momentum.get(name)
-                g = g if m is None else beta * m + (1 - beta) * g
-                momentum[name] = g
-            payload[name] = g.clone()
-        return payload, loss.detach()
-
     def client_weights(self, sizes: torch.Tensor) -> torch.Tensor:
         return torch.full((len(sizes),), 1.0 / len(sizes))
 
-    def server_update(
-        self,
-        params: dict[str, torch.Tensor],
-        payloads: list[dict[str, torch.Tensor]],
-        weights: torch.Tensor,
-        lr: float,
-    ) -> dict[str, torch.Tensor]:
-        gradient = weighted_mean(payloads, weights)
-        return {k: params[k] - lr * gradient[k] for k in gradient}
+    def start(self, params: State, client_state: dict[str, Any]) -> LocalTree:
+        momentum = client_state.get("momentum", {})
+        started = client_state.get("started", torch.zeros((), dtype=torch.bool))
+        message = {k: momentum[k].clone() if k in momentum else torch.zeros_like(p) for k, p in params.items()}
+        return {"message": message, "started": started.clone()}
+
+    def step(self, params: State, grads: State, local: LocalTree, lr: float) -> None:
+        """The client's message: its (momentum of the) decayed gradient; the weights stay."""
+        beta, decay = self.cfg.client_momentum, self.cfg.weight_decay
+        started = local["started"]
+        for k, p in params.items():
+            g = grads[k] + decay * p if k in grads else torch.zeros_like(p)
+            m = local["message"][k]
+            m.copy_(torch.where(per_client(started, g), beta * m + (1 - beta) * g, g) if beta else g)
+        started.fill_(True)
+
+    def finish(self, params: State, local: LocalTree) -> tuple[State, dict[str, State], dict[str, Any]]:
+        message = local["message"]
+        keep = {"momentum": message, "started": local["started"]} if self.cfg.client_momentum else {}
+        return {k: m.clone() for k, m in message.items()}, {}, keep
+
+    def server_update(self, global_state: State, updates: list[ClientUpdate], weights: torch.Tensor,
+                      aggregator: Aggregator, lr: float) -> State:
+        gradient = aggregate_states(aggregator, [u.weights for u in updates], weights)
+        return {k: global_state[k] - lr * gradient[k] for k in gradient}

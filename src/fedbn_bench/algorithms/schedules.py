@@ -10,9 +10,21 @@
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 SCHEDULES = ("constant", "piecewise", "multistep", "exponential")
+
+
+@dataclass
+class ScheduleConfig:
+    """Learning-rate schedule over rounds (see ``algorithms/schedules.py``)."""
+
+    name: str = "constant"
+    milestones: list[float] = field(default_factory=list)
+    rates: list[float] = field(default_factory=list)
+    factor: float = 0.1
+    decay: float = 0.998
 
 
 def validate_schedule(cfg: Any, key: str) -> None:

@@ -2,7 +2,8 @@
 
 Every config group has a schema, so a misspelt key or a wrongly typed value fails while Hydra
 composes the config, naming the key, before any data is loaded. The fixed groups are typed by the
-top-level ``Config``; norm methods and algorithms carry their own schema class (see ``norms/`` and ``algorithms/``) and are stored as
+top-level ``Config``; partitions, norm methods and algorithms carry their own schema class (see
+``partition/``, ``norms/`` and ``algorithms/``) and are stored as ``schema/partition/<name>``,
 ``schema/norm/<name>`` and ``schema/algo/<name>``; each YAML of those groups starts with
 ``defaults: [/schema/<group>/<name>@_here_]``.
 """
@@ -27,33 +28,9 @@ class DatasetConfig:
 
 
 @dataclass
-class PartitionConfig:
-    name: str = MISSING
-    alpha: float = 0.5
-    gamma: float = 0.5
-    min_size: int = 10
-    mode: str = "classes"
-    classes_per_client: int = 2
-    shards_per_client: int = 2
-    clients_per_domain: Optional[int] = None
-    num_domains: int = 4
-
-
-@dataclass
 class ModelConfig:
     name: str = MISSING
     options: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class ScheduleConfig:
-    """Learning-rate schedule over rounds (see ``algorithms/schedules.py``)."""
-
-    name: str = "constant"
-    milestones: list[float] = field(default_factory=list)
-    rates: list[float] = field(default_factory=list)
-    factor: float = 0.1
-    decay: float = 0.998
 
 
 @dataclass
@@ -78,7 +55,7 @@ class LoggerConfig:
 @dataclass
 class Config:
     dataset: DatasetConfig = MISSING
-    partition: PartitionConfig = MISSING
+    partition: Any = MISSING
     model: ModelConfig = MISSING
     norm: Any = MISSING
     algo: Any = MISSING
@@ -103,9 +80,12 @@ def register_schemas() -> None:
     """Store every schema in Hydra's ConfigStore (idempotent)."""
     from fedbn_bench.algorithms import ALGORITHMS
     from fedbn_bench.norms import NORMS
+    from fedbn_bench.partition import PARTITIONS
 
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
+    for name, partition in PARTITIONS.items():
+        cs.store(group="schema/partition", name=name, node=partition.schema)
     for name in NORMS.names():
         cs.store(group="schema/norm", name=name, node=NORMS.get(name).config_class)
     for name in ALGORITHMS.names():

@@ -27,6 +27,7 @@ def validate_config(cfg: Any) -> None:
         _require(p.alpha > 0, f"alpha={p.alpha} is invalid: the Dirichlet concentration `alpha` must be > 0")
     if p.name == "gamma":
         _require(0 <= p.gamma <= 1, f"gamma={p.gamma} is invalid: gamma-similarity `gamma` must be in [0, 1]")
+    _require(cfg.seed >= 0, f"seed={cfg.seed} is invalid: `seed` must be >= 0")
     _require(cfg.rounds >= 1, f"rounds={cfg.rounds} is invalid: `rounds` must be >= 1")
     _require(cfg.num_clients >= 1, f"num_clients={cfg.num_clients} is invalid: `num_clients` must be >= 1")
     _require(

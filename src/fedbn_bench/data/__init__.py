@@ -102,10 +102,7 @@ def normalize_bundle(bundle: DatasetBundle) -> DatasetBundle:
 
 def _canonical_name(name: str) -> str:
     key = str(name).strip().lower().replace("-", "_")
-    if key not in DATASETS:
-        raise DatasetError(
-            f"unknown dataset {name!r}; allowed names: {', '.join(sorted(DATASETS))}"
-        )
+    DATASETS.get(key)  # raises DatasetError listing the allowed names
     return key
 
 
@@ -126,7 +123,7 @@ def load_dataset(
     """Load dataset ``name`` as CPU float32 tensors.
 
     Args:
-        name: a key of :data:`DATASETS` (case-insensitive, ``-`` == ``_``).
+        name: a name registered in :data:`DATASETS` (case-insensitive, ``-`` == ``_``).
         root: data directory in torchvision's standard layout.
         download: let torchvision fetch missing files (needs internet).
         seed: controls every random choice (splits, domains, toy samples).
@@ -162,7 +159,7 @@ def load_dataset(
             f"unknown option(s) {', '.join(unknown)} for dataset {key!r}; valid options: {', '.join(valid)}"
         )
 
-    bundle = DATASETS[key](root=root, download=bool(download), seed=int(seed), **options)
+    bundle = DATASETS.get(key)(root=root, download=bool(download), seed=int(seed), **options)
 
     if num_domains > 0 or domain_transforms is not None:
         if bundle.domain_names:

@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from fedbn_bench.errors import UserError
+
 __all__ = ["DatasetError", "Split", "DatasetBundle"]
 
 
-class DatasetError(RuntimeError):
+class DatasetError(UserError):
     """Raised when a dataset cannot be loaded; the message says what to do about it."""
 
 

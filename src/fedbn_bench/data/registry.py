@@ -15,7 +15,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .base import DatasetBundle
+from fedbn_bench.registry import Registry
+
+from .base import DatasetBundle, DatasetError
 
 __all__ = [
     "DATASETS", "register_dataset", "loader_options", "normalize_by_default", "has_natural_domains", "make_generator",
@@ -23,20 +25,30 @@ __all__ = [
 
 Loader = Callable[..., DatasetBundle]
 
+_COMMON_ARGS = ("root", "download", "seed")
+
+
+def _check_loader(name: str, fn: Loader) -> Loader:
+    """Registry check: a loader accepts the common keyword arguments."""
+    params = inspect.signature(fn).parameters
+    missing = [a for a in _COMMON_ARGS if a not in params]
+    if missing:
+        raise TypeError(f"loader for {name!r} must accept keyword arguments {missing}")
+    return fn
+
+
 #: name -> loader function
-DATASETS: dict[str, Loader] = {}
+DATASETS: Registry[Loader] = Registry("dataset", error=DatasetError, check=_check_loader)
 # name -> whether load_dataset normalizes this dataset unless told otherwise
 _NORMALIZE_DEFAULT: dict[str, bool] = {}
 # names of datasets whose loader sets Split.domain itself (sites, source datasets)
 _NATURAL_DOMAINS: set[str] = set()
 
-_COMMON_ARGS = ("root", "download", "seed")
-
 
 def register_dataset(
     name: str, *, normalize: bool = True, natural_domains: bool = False
 ) -> Callable[[Loader], Loader]:
-    """Register ``fn`` under ``name``.
+    """Register a loader under ``name`` in :data:`DATASETS`.
 
     ``normalize`` is the default of the ``normalize`` option of
     :func:`load_dataset` for this dataset (False for data whose raw values are
@@ -47,13 +59,7 @@ def register_dataset(
     """
 
     def decorator(fn: Loader) -> Loader:
-        if name in DATASETS and DATASETS[name] is not fn:
-            raise ValueError(f"dataset {name!r} is already registered")
-        params = inspect.signature(fn).parameters
-        missing = [a for a in _COMMON_ARGS if a not in params]
-        if missing:
-            raise TypeError(f"loader for {name!r} must accept keyword arguments {missing}")
-        DATASETS[name] = fn
+        fn = DATASETS.register(name)(fn)
         _NORMALIZE_DEFAULT[name] = normalize
         if natural_domains:
             _NATURAL_DOMAINS.add(name)
@@ -64,7 +70,7 @@ def register_dataset(
 
 def loader_options(name: str) -> dict[str, object]:
     """The dataset-specific options of a registered loader and their defaults."""
-    params = inspect.signature(DATASETS[name]).parameters
+    params = inspect.signature(DATASETS.get(name)).parameters
     return {
         k: p.default
         for k, p in params.items()
@@ -73,6 +79,7 @@ def loader_options(name: str) -> dict[str, object]:
 
 
 def normalize_by_default(name: str) -> bool:
+    """Whether :func:`load_dataset` normalizes dataset ``name`` unless told otherwise."""
     return _NORMALIZE_DEFAULT.get(name, True)
 
 

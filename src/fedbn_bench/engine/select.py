@@ -1,8 +1,9 @@
 """Which backend trains the clients: ``engine=loop``, ``vmap``, ``packed`` or ``auto``.
 
 ``vmap`` and ``packed`` fall back to ``loop`` with a one-line warning naming the reason when the
-combination of norm method, algorithm and model is not supported (``vmap.unsupported_reason``,
-``packed.unsupported_reason``).
+combination is not supported: from what the algorithm and the norm method declare
+(``Algorithm.stacked_unsupported``, ``NormMethod.unsupported_backends``) and, for ``packed``, from
+the model's modules (packing rules and a self-check, ``backends/packed.py``).
 
 ``auto`` rule, from the measurements in results/bench/README.md (``scripts/bench.py``, CPU):
 
@@ -27,8 +28,9 @@ from typing import Optional
 
 import torch
 
-from fedbn_bench.engine import packed, vmap
-from fedbn_bench.engine.simulation import Federation
+from fedbn_bench.engine.backends import packed
+from fedbn_bench.engine.backends.stacked import stack_unsupported_reason
+from fedbn_bench.engine.federation import Federation
 
 log = logging.getLogger("fedbn_bench")
 
@@ -49,7 +51,7 @@ def select_engine(
     if name == "loop":
         return "loop"
     if name == "auto":
-        if min(clients_per_round, len(fed.client_indices)) < 2:
+        if min(clients_per_round, fed.num_clients) < 2:
             return "loop"
         if device.type == "cuda":
             wanted = "vmap"
@@ -57,8 +59,8 @@ def select_engine(
             wanted = "packed"
         else:
             return "loop"
-        return wanted if unsupported_reason(wanted, fed, batch_size) is None else "loop"
-    reason = unsupported_reason(name, fed, batch_size)
+        return wanted if unsupported_reason(wanted, fed) is None else "loop"
+    reason = unsupported_reason(name, fed)
     if reason:
         log.warning("engine=%s falls back to engine=loop: %s", name, reason)
         return "loop"
@@ -69,9 +71,9 @@ def select_engine(
     return name
 
 
-def unsupported_reason(backend: str, fed: Federation, batch_size: int) -> Optional[str]:
+def unsupported_reason(backend: str, fed: Federation) -> Optional[str]:
     """Why ``backend`` (``vmap`` or ``packed``) cannot run this federation, or ``None``."""
-    if backend == "vmap":
-        steps = [fed.algo.num_steps(len(indices), batch_size) for indices in fed.client_indices]
-        return vmap.unsupported_reason(fed.norm, fed.algo, fed.model, steps)
-    return packed.unsupported_reason(fed.norm, fed.algo, fed.model, fed.data.train.x[:SELF_CHECK_SAMPLES])
+    reason = stack_unsupported_reason(fed.norm, fed.algo, fed.model, backend)
+    if reason or backend == "vmap":
+        return reason
+    return packed.unsupported_reason(fed.model, fed.data.train.x[:SELF_CHECK_SAMPLES])

@@ -15,49 +15,42 @@ from typing import Any, Callable, TypeVar
 
 from torch import nn
 
+from fedbn_bench.errors import ConfigError
+from fedbn_bench.registry import Registry
+
 NormFactory = Callable[[int, int], nn.Module]
 """``norm_layer(num_features, dims) -> layer``; ``dims`` 2 for maps (N, C, H, W), 1 for (N, C)."""
 
 ModelBuilder = Callable[..., nn.Module]
-
-MODELS: dict[str, ModelBuilder] = {}
-"""Registry: model name -> ``builder(norm_layer, input_shape, num_classes, **options)``."""
 
 _SHARED_ARGS = ("norm_layer", "input_shape", "num_classes")
 
 B = TypeVar("B", bound=ModelBuilder)
 
 
-def register_model(name: str) -> Callable[[B], B]:
-    """Class/function decorator that adds a builder to ``MODELS`` under ``name``.
+def _check_builder(name: str, builder: B) -> B:
+    """Registry check, at import time, so that a malformed new model fails loudly rather than
+    when someone first selects it."""
+    params = list(inspect.signature(builder).parameters.values())
+    head = tuple(p.name for p in params[: len(_SHARED_ARGS)])
+    if head != _SHARED_ARGS:
+        raise TypeError(f"builder of model '{name}' must start with the parameters {_SHARED_ARGS}, got {head}")
+    for p in params[len(_SHARED_ARGS):]:
+        if p.kind is not inspect.Parameter.KEYWORD_ONLY or p.default is inspect.Parameter.empty:
+            raise TypeError(f"option '{p.name}' of model '{name}' must be keyword-only and have a default")
+    return builder
 
-    The builder's signature is checked here, at import time, so that a malformed new model fails
-    loudly rather than when someone first selects it.
-    """
 
-    def decorate(builder: B) -> B:
-        if name in MODELS:
-            raise ValueError(f"model '{name}' is registered twice")
-        params = list(inspect.signature(builder).parameters.values())
-        head = tuple(p.name for p in params[: len(_SHARED_ARGS)])
-        if head != _SHARED_ARGS:
-            raise TypeError(
-                f"builder of model '{name}' must start with the parameters {_SHARED_ARGS}, got {head}"
-            )
-        for p in params[len(_SHARED_ARGS):]:
-            if p.kind is not inspect.Parameter.KEYWORD_ONLY or p.default is inspect.Parameter.empty:
-                raise TypeError(
-                    f"option '{p.name}' of model '{name}' must be keyword-only and have a default"
-                )
-        MODELS[name] = builder
-        return builder
+MODELS: Registry[ModelBuilder] = Registry("model", error=ConfigError, check=_check_builder)
+"""Registry: model name -> ``builder(norm_layer, input_shape, num_classes, **options)``."""
 
-    return decorate
+register_model = MODELS.register
+"""Class/function decorator adding a builder to ``MODELS``: ``@register_model("name")``."""
 
 
 def model_options(name: str) -> dict[str, Any]:
     """The options accepted by model ``name`` and their default values."""
-    builder = _lookup(name)
+    builder = MODELS.get(name)
     params = list(inspect.signature(builder).parameters.values())[len(_SHARED_ARGS):]
     return {p.name: p.default for p in params}
 
@@ -72,7 +65,7 @@ def build_model(
     """Build the registered model ``name``.
 
     Args:
-        name: a key of ``MODELS``.
+        name: a name registered in ``MODELS``.
         norm_layer: factory called once per normalization layer of the architecture.
         input_shape: shape of one example without the batch axis: (C, H, W) for images,
             (D,) for vectors. Any iterable of integers (e.g. an OmegaConf list) is accepted.
@@ -80,10 +73,11 @@ def build_model(
         **options: architecture-specific options (see ``model_options(name)``).
 
     Raises:
-        ValueError: unknown model name, or an invalid shape, class count or option value.
+        ConfigError: unknown model name (a ``ValueError``).
+        ValueError: an invalid shape, class count or option value.
         TypeError: an option the model does not accept, or a non-callable ``norm_layer``.
     """
-    builder = _lookup(name)
+    builder = MODELS.get(name)
     allowed = model_options(name)
     unknown = sorted(set(options) - set(allowed))
     if unknown:
@@ -119,9 +113,3 @@ def as_num_classes(num_classes: int) -> int:
     if n < 1:
         raise ValueError(f"num_classes must be a positive integer, got {num_classes!r}")
     return n
-
-
-def _lookup(name: str) -> ModelBuilder:
-    if name not in MODELS:
-        raise ValueError(f"unknown model '{name}'; allowed names: {', '.join(sorted(MODELS))}")
-    return MODELS[name]

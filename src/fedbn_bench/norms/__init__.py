@@ -1,5 +1,5 @@
 """Normalization methods: one module per method, each registered in ``NORMS`` (see ``base``)."""
-from fedbn_bench.norms.base import NORMS, NormConfig, NormMethod, weighted_mean
+from fedbn_bench.norms.base import NORMS, NormConfig, NormMethod
 from fedbn_bench.registry import import_submodules
 
 import_submodules(__name__, __path__)
@@ -10,4 +10,4 @@ def build_norm(cfg) -> NormMethod:
     return NORMS.get(cfg.name)(cfg)
 
 
-__all__ = ["NORMS", "NormConfig", "NormMethod", "build_norm", "weighted_mean"]
+__all__ = ["NORMS", "NormConfig", "NormMethod", "build_norm"]

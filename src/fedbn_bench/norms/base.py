@@ -2,24 +2,31 @@
 
 Every paper in ``shared/papers`` differs along three questions (see docs/ARCHITECTURE.md):
 
-1. *Layer rule* — which module normalizes a layer (``norm_layer``) during training and evaluation.
-2. *Client statistics* — which tensors a client uploads after local training
-   (``client_statistics``) and which state never leaves it (``local_keys``).
-3. *Server aggregation* — how the server combines the uploaded statistics
-   (``aggregate_statistics``).
+1. *Layer rule* — which module normalizes a layer (``norm_layer``) during training and evaluation,
+   and, for ``engine=packed``, its packing rule, registered beside the layer in the method's own
+   module (``core.packing.register_packing_rule``).
+2. *Client statistics* — what a client uploads (``before_local_training`` or
+   ``client_statistics``, as ``core.updates.Statistics``: per layer mean, var, count, declared
+   metadata) and which state never leaves it (``local_keys``).
+3. *Server aggregation* — how the server turns the uploads into new global state
+   (``aggregate_statistics``), always through the run's ``Aggregator``, so that a robust rule
+   applies to statistics without touching the method.
 
-Statistics are explicit ``dict[str, Tensor]`` payloads keyed by state-dict name, never hidden
-side effects, so they can be attacked, robustly aggregated, propagated and tested. Normalization
-modules are always found by module type, never by a substring of a parameter name.
+Per-client state that changes during training lives in buffers (never Python attributes), so the
+stacked backends can carry it per client. Normalization modules are found by module type, never
+by a substring of a parameter name.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator, Optional
 
 import torch
 from torch import nn
 
+from fedbn_bench.core.aggregation import Aggregator
+from fedbn_bench.core.updates import LayerStatistics, State, Statistics
 from fedbn_bench.registry import Registry
 
 
@@ -33,11 +40,15 @@ class NormMethod:
 
     config_class: type = NormConfig
     layer_types: tuple[type[nn.Module], ...] = ()
+    uses_batch_statistics: bool = False
+    """Whether training normalizes with statistics over the batch (so batches need two samples)."""
     final_statistics_round: bool = False
     """When true, the engine runs one statistics-only round after the last update (HBN Alg. 1)."""
     local_state_in_evaluation: bool = True
     """Whether ``local_keys`` change evaluation, so the engine evaluates each client with its own
     state (FedBN); false when they are unused in eval mode (HBN's hybrid factor, §3.3)."""
+    unsupported_backends: dict[str, str] = {}
+    """Backend name -> why this method cannot run on it (empty: every backend)."""
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
@@ -57,47 +68,58 @@ class NormMethod:
             return {}
         return {n: m for n, m in model.named_modules() if isinstance(m, self.layer_types)}
 
-    # 2. Client statistics -------------------------------------------------------------------
-    def statistic_keys(self, model: nn.Module) -> list[str]:
-        """State-dict keys of the statistics that clients upload and the server aggregates."""
-        return []
+    @contextlib.contextmanager
+    def no_statistics_update(self, model: nn.Module) -> Iterator[None]:
+        """Forward passes inside leave every buffer (running statistics, counters) as it was:
+        for passes that must not count as training data (MOON's extra models, SAM's second pass,
+        PGD's attack steps)."""
+        saved = {k: b.detach().clone() for k, b in model.named_buffers()}
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for k, b in model.named_buffers():
+                    b.copy_(saved[k])
 
+    # 2. Client statistics -------------------------------------------------------------------
     def local_keys(self, model: nn.Module) -> list[str]:
         """State-dict keys that stay on their client and are never averaged (FedBN)."""
         return []
 
-    def before_local_training(self, model: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor] | None:
+    def before_local_training(self, model: nn.Module, x: torch.Tensor) -> Optional[Statistics]:
         """Statistics computed from the client's data ``x`` under the received weights, before
         training (HBN Eq. 7). ``None`` (the default) means: upload ``client_statistics`` after."""
         return None
 
-    def client_statistics(self, model: nn.Module) -> dict[str, torch.Tensor]:
-        """Statistics a client uploads after local training (default: its statistic buffers)."""
-        state = model.state_dict()
-        return {k: state[k].detach().clone() for k in self.statistic_keys(model)}
+    def client_statistics(self, model: nn.Module, num_samples: int) -> Statistics:
+        """Statistics a client holding ``num_samples`` samples uploads after local training."""
+        return {}
 
     # 3. Server aggregation ------------------------------------------------------------------
-    def aggregate_statistics(
-        self, stats: list[dict[str, torch.Tensor]], weights: torch.Tensor
-    ) -> dict[str, torch.Tensor]:
-        """Combine the clients' statistics (default: the weighted mean, naive BN)."""
-        return weighted_mean(stats, weights)
+    def aggregate_statistics(self, stats: list[Statistics], weights: torch.Tensor, aggregator: Aggregator,
+                             global_state: State) -> State:
+        """New global state entries from the clients' statistics (``weights`` sum to one)."""
+        return {}
 
     # Lifecycle --------------------------------------------------------------------------------
     def on_round_start(self, round_idx: int, total_rounds: int, model: nn.Module) -> None:
         """Called by the engine before each round (e.g. FixBN's stage switch)."""
 
 
-def weighted_mean(states: list[dict[str, torch.Tensor]], weights: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Key-wise weighted mean of state dicts; ``weights`` sum to one."""
-    if not states:
-        return {}
+def running_statistics(modules: dict[str, nn.Module], num_samples: int) -> Statistics:
+    """Each module's ``running_mean``/``running_var`` as its upload (naive BN, FBN)."""
     out = {}
-    for key in states[0]:
-        stacked = torch.stack([s[key].to(torch.float32) for s in states])
-        w = weights.to(stacked.device, torch.float32).view(-1, *([1] * (stacked.dim() - 1)))
-        out[key] = (w * stacked).sum(0).to(states[0][key].dtype)
+    for name, m in modules.items():
+        count = torch.tensor(float(num_samples), dtype=torch.float64, device=m.running_mean.device)
+        out[name] = LayerStatistics(m.running_mean.detach().clone(), m.running_var.detach().clone(), count)
     return out
+
+
+def stacked(stats: list[Statistics], layer: str, field: str, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The clients' ``field`` (``mean``, ``var``, ``count`` or a ``meta`` key) of ``layer`` as one
+    ``(n, ...)`` tensor."""
+    values = [getattr(s[layer], field) if field in ("mean", "var", "count") else s[layer].meta[field] for s in stats]
+    return torch.stack(values).to(dtype)
 
 
 NORMS: Registry[type[NormMethod]] = Registry("norm")

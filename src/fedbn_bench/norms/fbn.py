@@ -32,12 +32,18 @@ What is exchanged when:
   means' deviation, so with ``multistep_correction=effective`` (default) the between-client term
   is divided by ``β_S = 1-(1-β)^S`` instead of ``β`` (exact when a client's batch means are constant
   within the round; identical to line 10 when ``S = 1``); ``multistep_correction=paper`` applies
-  line 10 literally. Each client therefore uploads, per layer, one extra scalar
-  ``<layer>.between_scale`` = ``Kn/((Kn-1) β_S)``, which the server uses and does not store.
+  line 10 literally. Each client therefore uploads, per layer, one extra scalar in its
+  statistics' metadata, ``between_scale`` = ``Kn/((Kn-1) β_S)``, which the server uses and does
+  not store.
+
+Both aggregates go through the run's aggregator: the mean as ``agg(meanᵢ)`` and the variance as
+``agg(varᵢ + scaleᵢ (meanᵢ - mean)²)``, which is line 10 for the weighted mean and lets a robust
+rule (FBN §5) replace both without touching this file.
 
 Loading statistics into a layer (``load_state_dict``, i.e. receiving them from the server) makes
 them the shared statistics used for normalization until the next load; ``receive()`` does the same
-by hand.
+by hand. The local step counter and the union size are buffers (per client, carried by the
+stacked backends); the layer's packing rule is below.
 """
 from __future__ import annotations
 
@@ -47,8 +53,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedbn_bench.core.aggregation import Aggregator
+from fedbn_bench.core.packing import PackedLayer, register_packing_rule
+from fedbn_bench.core.updates import State, Statistics
 from fedbn_bench.errors import ConfigError
-from fedbn_bench.norms.base import NORMS, NormConfig, NormMethod
+from fedbn_bench.norms.base import NORMS, NormConfig, NormMethod, running_statistics, stacked
 
 CORRECTIONS = ("effective", "paper")
 BETWEEN_SCALE = "between_scale"
@@ -64,12 +73,31 @@ class FBNConfig(NormConfig):
     multistep_correction: str = "effective"
 
 
+@torch.no_grad()
+def update_running_statistics(x: torch.Tensor, running_mean: torch.Tensor, running_var: torch.Tensor,
+                              local_updates: torch.Tensor, union_count: torch.Tensor, momentum: float,
+                              num_clients: int) -> None:
+    """Alg. 2 lines 4-6 (App. A), in place: EMA of the batch mean and of the union-unbiased batch
+    variance, per channel of ``x`` (so the same call serves one client or packed clients)."""
+    dims = [0, *range(2, x.dim())]
+    var, mean = torch.var_mean(x, dim=dims, correction=0)
+    count = x.numel() // x.size(1) * num_clients
+    if count < 2:
+        raise ValueError("FBN needs at least two values per channel in the union batch (K·n >= 2)")
+    running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype), alpha=momentum)
+    running_var.mul_(1 - momentum).add_(var.to(running_var.dtype), alpha=momentum * count / (count - 1))
+    union_count.fill_(count)
+    local_updates.add_(1)
+
+
 class FederatedBatchNorm(nn.Module):
     """One FBN layer (Alg. 2 for one client): normalize with the shared statistics, update local ones.
 
     Buffers ``running_mean``/``running_var`` hold the client's running statistics (persistent,
-    what is uploaded and loaded); ``shared_mean``/``shared_var`` (non-persistent) hold the copy
-    received from the server that normalizes the batches in training.
+    what is uploaded and loaded); ``shared_mean``/``shared_var`` hold the copy received from the
+    server that normalizes the batches in training; ``local_updates`` counts the client's
+    statistics updates since it received them and ``union_count`` is ``Kn`` (the last three are
+    non-persistent: they are a client's round state, never communicated).
     """
 
     def __init__(
@@ -90,14 +118,15 @@ class FederatedBatchNorm(nn.Module):
         self.register_buffer("running_var", torch.ones(num_features))
         self.register_buffer("shared_mean", torch.zeros(num_features), persistent=False)
         self.register_buffer("shared_var", torch.ones(num_features), persistent=False)
-        self.local_updates = 0
-        self.union_count = 0
+        self.register_buffer("local_updates", torch.zeros((), dtype=torch.float64), persistent=False)
+        self.register_buffer("union_count", torch.zeros((), dtype=torch.float64), persistent=False)
 
+    @torch.no_grad()
     def receive(self) -> None:
         """Take the current running statistics as the shared ones (the server's broadcast)."""
-        self.shared_mean = self.running_mean.detach().clone()
-        self.shared_var = self.running_var.detach().clone()
-        self.local_updates = 0
+        self.shared_mean.copy_(self.running_mean)
+        self.shared_var.copy_(self.running_var)
+        self.local_updates.zero_()
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
@@ -112,30 +141,17 @@ class FederatedBatchNorm(nn.Module):
         if not self.training:
             return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps)
         out = F.batch_norm(x, self.shared_mean, self.shared_var, self.weight, self.bias, False, 0.0, self.eps)
-        self._update_running_statistics(x.detach())
+        update_running_statistics(x.detach(), self.running_mean, self.running_var, self.local_updates,
+                                  self.union_count, self.momentum, self.num_clients)
         return out
 
-    @torch.no_grad()
-    def _update_running_statistics(self, x: torch.Tensor) -> None:
-        """Alg. 2 lines 4-6 (App. A): EMA of the batch mean and the union-unbiased batch variance."""
-        dims = [0, *range(2, x.dim())]
-        var, mean = torch.var_mean(x, dim=dims, correction=0)
-        self.union_count = x.numel() // x.size(1) * self.num_clients
-        if self.union_count < 2:
-            raise ValueError("FBN needs at least two values per channel in the union batch (K·n >= 2)")
-        beta = self.momentum
-        self.running_mean.mul_(1 - beta).add_(mean.to(self.running_mean.dtype), alpha=beta)
-        unbias = self.union_count / (self.union_count - 1)
-        self.running_var.mul_(1 - beta).add_(var.to(self.running_var.dtype), alpha=beta * unbias)
-        self.local_updates += 1
-
-    def between_scale(self) -> float:
-        """The server's factor for this client's squared mean deviation: Kn/((Kn-1) β_S) (line 10)."""
-        if self.local_updates == 0:
-            return 0.0
-        steps = 1 if self.multistep_correction == "paper" else self.local_updates
+    def between_scale(self) -> torch.Tensor:
+        """The server's factor for this client's squared mean deviation: Kn/((Kn-1) β_S) (line 10);
+        0 before any local update."""
+        steps = torch.ones_like(self.local_updates) if self.multistep_correction == "paper" else self.local_updates
         effective = 1 - (1 - self.momentum) ** steps
-        return self.union_count / ((self.union_count - 1) * effective)
+        scale = self.union_count / ((self.union_count - 1) * effective)
+        return torch.where(self.local_updates > 0, scale, torch.zeros_like(scale))
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, momentum={self.momentum}, eps={self.eps}, num_clients={self.num_clients}"
@@ -157,28 +173,33 @@ class FederatedBatchNorm2d(FederatedBatchNorm):
             raise ValueError(f"FederatedBatchNorm2d expects 4-D input, got {x.dim()}-D")
 
 
-def aggregate_fbn_statistics(
-    stats: list[dict[str, torch.Tensor]], weights: torch.Tensor
-) -> dict[str, torch.Tensor]:
-    """Alg. 2 lines 9-10 for every layer found in ``stats`` (weights sum to one)."""
-    if not stats:
-        return {}
+@register_packing_rule(FederatedBatchNorm1d, FederatedBatchNorm2d)
+class PackedFederatedBatchNorm(PackedLayer):
+    """FBN's layer over ``n * C`` packed channels: each channel normalized with its own client's
+    shared statistics, each client's running statistics and counters updated from its own batch."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.source
+        weight, bias = self.flat("weight"), self.flat("bias")
+        if not self.training:
+            return F.batch_norm(x, self.flat("running_mean"), self.flat("running_var"), weight, bias, False, 0.0, s.eps)
+        out = F.batch_norm(x, self.flat("shared_mean"), self.flat("shared_var"), weight, bias, False, 0.0, s.eps)
+        update_running_statistics(x.detach(), self.flat("running_mean"), self.flat("running_var"),
+                                  self.local_updates, self.union_count, s.momentum, s.num_clients)
+        return out
+
+
+def aggregate_fbn_statistics(stats: list[Statistics], weights: torch.Tensor, aggregator: Aggregator) -> State:
+    """Alg. 2 lines 9-10 for every layer in ``stats`` (weights sum to one), through ``aggregator``."""
     out = {}
-    for key in stats[0]:
-        if not key.endswith(".running_mean"):
-            continue
-        layer = key[: -len("running_mean")]
-        means = torch.stack([s[key].to(torch.float64) for s in stats])
-        variances = torch.stack([s[layer + "running_var"].to(torch.float64) for s in stats])
-        scales = torch.stack([s[layer + BETWEEN_SCALE].to(torch.float64) for s in stats])
-        shape = (-1, *([1] * (means.dim() - 1)))
-        w = weights.to(means.device, torch.float64)
-        mean = (w.view(shape) * means).sum(0)
-        between = (w.view(shape) * scales.view(shape) * (means - mean) ** 2).sum(0)
-        var = (w.view(shape) * variances).sum(0) + between
-        dtype = stats[0][key].dtype
-        out[layer + "running_mean"] = mean.to(dtype)
-        out[layer + "running_var"] = var.to(dtype)
+    for layer in stats[0] if stats else ():
+        means, variances = stacked(stats, layer, "mean"), stacked(stats, layer, "var")
+        scales = stacked(stats, layer, BETWEEN_SCALE).view(-1, *([1] * (means.dim() - 1)))
+        mean = aggregator(means, weights)
+        var = aggregator(variances + scales * (means - mean) ** 2, weights)
+        dtype = stats[0][layer].mean.dtype
+        out[f"{layer}.running_mean"] = mean.to(dtype)
+        out[f"{layer}.running_var"] = var.to(dtype)
     return out
 
 
@@ -188,6 +209,7 @@ class FederatedBN(NormMethod):
 
     config_class = FBNConfig
     layer_types = (FederatedBatchNorm,)
+    uses_batch_statistics = True
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
@@ -205,18 +227,13 @@ class FederatedBN(NormMethod):
         c = self.cfg
         return layer(num_features, c.momentum, c.eps, c.num_clients, c.affine, c.multistep_correction)
 
-    def statistic_keys(self, model: nn.Module) -> list[str]:
-        return [f"{name}.{stat}" for name in self.norm_modules(model) for stat in ("running_mean", "running_var")]
-
-    def client_statistics(self, model: nn.Module) -> dict[str, torch.Tensor]:
-        stats = super().client_statistics(model)
-        for name, layer in self.norm_modules(model).items():
-            stats[f"{name}.{BETWEEN_SCALE}"] = torch.tensor(
-                layer.between_scale(), dtype=torch.float64, device=layer.running_mean.device
-            )
+    def client_statistics(self, model: nn.Module, num_samples: int) -> Statistics:
+        layers = self.norm_modules(model)
+        stats = running_statistics(layers, num_samples)
+        for name, layer in layers.items():
+            stats[name].meta[BETWEEN_SCALE] = layer.between_scale().detach().clone()
         return stats
 
-    def aggregate_statistics(
-        self, stats: list[dict[str, torch.Tensor]], weights: torch.Tensor
-    ) -> dict[str, torch.Tensor]:
-        return aggregate_fbn_statistics(stats, weights)
+    def aggregate_statistics(self, stats: list[Statistics], weights: torch.Tensor, aggregator: Aggregator,
+                             global_state: State) -> State:
+        return aggregate_fbn_statistics(stats, weights, aggregator)

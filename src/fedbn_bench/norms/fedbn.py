@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from fedbn_bench.core.updates import Statistics
 from fedbn_bench.norms.base import NORMS
 from fedbn_bench.norms.bn import BatchNorm, BNConfig
 
@@ -28,8 +29,8 @@ class FedBNConfig(BNConfig):
 class FedBN(BatchNorm):
     config_class = FedBNConfig
 
-    def statistic_keys(self, model: nn.Module) -> list[str]:
-        return []
+    def client_statistics(self, model: nn.Module, num_samples: int) -> Statistics:
+        return {}
 
     def local_keys(self, model: nn.Module) -> list[str]:
         """Every state entry of every BatchNorm module (selected by type)."""

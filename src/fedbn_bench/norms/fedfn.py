@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedbn_bench.core.packing import PackedLinear, register_packing_rule
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.norms.base import NORMS, NormConfig, NormMethod
 
@@ -60,6 +61,14 @@ class FeatureNormLinear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return super().forward(self.normalize(x))
+
+
+@register_packing_rule(FeatureNormLinear)
+class PackedFeatureNormLinear(PackedLinear):
+    """FedFN's classifier over packed clients: each client's features L2-normalized on their own."""
+
+    def prepare(self, h: torch.Tensor) -> torch.Tensor:
+        return self.source.normalize(h)
 
 
 def classifier_input_layer(model: nn.Module) -> str:

@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedbn_bench.core.packing import PackedBatchNorm, register_packing_rule
+from fedbn_bench.core.updates import Statistics
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.norms.base import NORMS
 from fedbn_bench.norms.bn import BatchNorm, BNConfig
@@ -51,6 +53,19 @@ class FixBatchNorm2d(_FixBatchNormMixin, nn.BatchNorm2d):
     """``nn.BatchNorm2d`` with FixBN's stage-II switch."""
 
 
+@register_packing_rule(FixBatchNorm1d, FixBatchNorm2d)
+class PackedFixBatchNorm(PackedBatchNorm):
+    """FixBN's layer over ``n * C`` packed channels: stage II normalizes with each client's frozen
+    statistics, stage I is BatchNorm's rule."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.source
+        if self.training and s.use_global_stats:
+            return F.batch_norm(x, self.flat("running_mean"), self.flat("running_var"), self.flat("weight"),
+                                self.flat("bias"), False, 0.0, s.eps)
+        return super().forward(x)
+
+
 def freeze_round(freeze_fraction: float, total_rounds: int) -> int:
     """``T*``: the first (0-based) round of stage II."""
     return int(freeze_fraction * total_rounds)
@@ -79,5 +94,5 @@ class FixBN(BatchNorm):
                 layer.weight.requires_grad_(not self.frozen)
                 layer.bias.requires_grad_(not self.frozen)
 
-    def client_statistics(self, model: nn.Module) -> dict[str, torch.Tensor]:
-        return {} if self.frozen else super().client_statistics(model)
+    def client_statistics(self, model: nn.Module, num_samples: int) -> Statistics:
+        return {} if self.frozen else super().client_statistics(model, num_samples)

@@ -17,10 +17,11 @@ the pass in training mode, so earlier layers use the hybrid rule on the pass bat
 the paper uses all local data, ``stats_samples: 0``).
 
 Server aggregation: the unbiased pooled mean and variance of Eq. 8, weighted by the number of
-values each client's moments summarize (carried in the payload as ``<layer>.count``: samples x
-spatial positions, so a conv layer's Eq. 8 is exactly the unbiased variance over all values of the
-union; the authors' code counts images), then smoothed with the previous global statistics
-(Eq. 11, ``lam``; 0.01 in §4.1). The extra statistics round after the last update (Alg. 1,
+values each client's moments summarize (the statistics' ``count``: samples x spatial positions,
+so a conv layer's Eq. 8 is exactly the unbiased variance over all values of the union; the
+authors' code counts images), then smoothed with the previous global statistics, which the server
+holds (Eq. 11, ``lam``; 0.01 in §4.1). Eq. 8 goes through the run's aggregator with the weights
+``countᵢ / Σ count``: ``mean = agg(meanᵢ)``, ``var = agg(varᵢ + (meanᵢ - mean)²) · N/(N-1)``. The extra statistics round after the last update (Alg. 1,
 t = T + 1) applies Eq. 8 alone, so the output statistics belong to the final weights.
 
 Ablations of Table 6: ``stats_source: moving_average`` (1) uploads BN-style running averages of
@@ -38,8 +39,11 @@ from typing import Iterator, Optional
 import torch
 from torch import nn
 
+from fedbn_bench.core.aggregation import Aggregator
+from fedbn_bench.core.packing import PackedLayer, register_packing_rule
+from fedbn_bench.core.updates import LayerStatistics, State, Statistics
 from fedbn_bench.errors import ConfigError
-from fedbn_bench.norms.base import NORMS, NormConfig, NormMethod
+from fedbn_bench.norms.base import NORMS, NormConfig, NormMethod, stacked
 
 STATS_FORWARD = ("global", "hybrid")
 STATS_SOURCES = ("separated", "moving_average")
@@ -121,6 +125,15 @@ def normalize(x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, weight: Op
     return out
 
 
+@torch.no_grad()
+def update_moving_average(running_mean: torch.Tensor, running_var: torch.Tensor, x: torch.Tensor, m: float) -> None:
+    """Table 6 ablation (1), in place: BN-style running averages of the batch mean and (unbiased)
+    variance per channel of ``x`` (one client, or packed clients' channels)."""
+    dims = [0, *range(2, x.dim())]
+    running_mean.mul_(1 - m).add_(m * x.mean(dims))
+    running_var.mul_(1 - m).add_(m * x.var(dims))
+
+
 class HybridBatchNorm(nn.Module):
     """The HBN layer (Eq. 9–10) for (N, C) or (N, C, *) inputs.
 
@@ -163,20 +176,30 @@ class HybridBatchNorm(nn.Module):
         if use_batch:
             mean, var = mix_with_batch(x, self.global_mean, self.global_var, self.global_weight())
             if self.ma_momentum is not None and self.training and self.pass_rule is None:
-                dims = [0, *range(2, x.dim())]
-                self.update_running(x.mean(dims).detach(), x.var(dims).detach())
+                update_moving_average(self.running_mean, self.running_var, x, self.ma_momentum)
         else:
             mean, var = self.global_mean, self.global_var
         return normalize(x, mean, var, self.weight, self.bias, self.eps)
 
-    @torch.no_grad()
-    def update_running(self, mean: torch.Tensor, var: torch.Tensor) -> None:
-        m = self.ma_momentum
-        self.running_mean.mul_(1 - m).add_(m * mean)
-        self.running_var.mul_(1 - m).add_(m * var)
-
     def extra_repr(self) -> str:
         return f"{self.num_features}, eps={self.eps}, mixing={self.mixing}, affine={self.weight is not None}"
+
+
+@register_packing_rule(HybridBatchNorm)
+class PackedHybridBatchNorm(PackedLayer):
+    """HBN's layer in local training (Eq. 9-10) over ``n * C`` packed channels: each channel mixes
+    its own client's batch moments with its client's global statistics. (The statistics pass
+    runs on the model itself, never on the packed copy.)"""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.source
+        s.positions = math.prod(x.shape[2:])
+        mean, var = self.flat("global_mean"), self.flat("global_var")
+        if self.training:
+            mean, var = mix_with_batch(x, mean, var, global_weight(self.flat("hybrid_factor"), s.mixing))
+            if s.ma_momentum is not None:
+                update_moving_average(self.flat("running_mean"), self.flat("running_var"), x, s.ma_momentum)
+        return normalize(x, mean, var, self.flat("weight"), self.flat("bias"), s.eps)
 
 
 @contextlib.contextmanager
@@ -225,13 +248,14 @@ class HybridBN(NormMethod):
     layer_types = (HybridBatchNorm,)
     local_state_in_evaluation = False
 
+    uses_batch_statistics = True
+
     def __init__(self, cfg: HBNConfig) -> None:
         super().__init__(cfg)
         validate_hbn(cfg)
         self.separated = cfg.stats_source == "separated"
         self.final_statistics_round = self.separated
         self.statistics_only = False
-        self.client_size = 0
 
     # 1. Layer rule ------------------------------------------------------------------------
     def norm_layer(self, num_features: int, dims: int) -> nn.Module:
@@ -240,19 +264,16 @@ class HybridBN(NormMethod):
         return HybridBatchNorm(num_features, eps=c.eps, affine=c.affine, mixing=c.mixing, ma_momentum=momentum)
 
     # 2. Client statistics -------------------------------------------------------------------
-    def statistic_keys(self, model: nn.Module) -> list[str]:
-        return [f"{name}.{stat}" for name in self.norm_modules(model) for stat in ("global_mean", "global_var")]
-
     def local_keys(self, model: nn.Module) -> list[str]:
         """The hybrid factors: each client's own, never communicated (§3.3)."""
         return [f"{name}.hybrid_factor" for name, m in self.norm_modules(model).items() if m.hybrid_factor is not None]
 
     @torch.no_grad()
-    def before_local_training(self, model: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor] | None:
-        """Eq. 7: the moments of every HBN layer's input on ``x`` under the received weights."""
+    def before_local_training(self, model: nn.Module, x: torch.Tensor) -> Optional[Statistics]:
+        """Eq. 7: the moments of every HBN layer's input on ``x`` under the received weights
+        (Table 6 ablation 1 instead starts its running averages from the global statistics)."""
         layers = self.norm_modules(model)
         if not self.separated:
-            self.client_size = len(x)
             for layer in layers.values():
                 layer.running_mean.copy_(layer.global_mean)
                 layer.running_var.copy_(layer.global_var)
@@ -263,64 +284,43 @@ class HybridBN(NormMethod):
         with statistics_pass(model, layers, self.cfg.stats_forward) as recorders:
             for start in range(0, len(x), chunk):
                 model(x[start : start + chunk])
-        out: dict[str, torch.Tensor] = {}
-        for name, layer in layers.items():
-            moments = recorders[name]
-            out.update(self.payload(name, layer, moments.mean, moments.var, moments.count))
-        return out
+        return {name: layer_statistics(layer, recorders[name].mean, recorders[name].var, recorders[name].count)
+                for name, layer in layers.items()}
 
-    def client_statistics(self, model: nn.Module) -> dict[str, torch.Tensor]:
+    def client_statistics(self, model: nn.Module, num_samples: int) -> Statistics:
         """Table 6 ablation (1): the running averages kept during training, uploaded after it."""
-        out: dict[str, torch.Tensor] = {}
-        for name, layer in self.norm_modules(model).items():
-            count = self.client_size * layer.positions
-            out.update(self.payload(name, layer, layer.running_mean, layer.running_var, count))
-        return out
-
-    @staticmethod
-    def payload(
-        name: str, layer: HybridBatchNorm, mean: torch.Tensor, var: torch.Tensor, count: int
-    ) -> dict[str, torch.Tensor]:
-        """One layer's upload: its moments and count, plus the global statistics it received
-        (identical for every client; they let the server apply Eq. 11 from the payloads alone)."""
-        ref = layer.global_mean
-        return {
-            f"{name}.global_mean": mean.to(ref.dtype).clone(),
-            f"{name}.global_var": var.to(ref.dtype).clone(),
-            f"{name}.count": torch.tensor(float(count), dtype=torch.float64, device=ref.device),
-            f"{name}.received_mean": layer.global_mean.detach().clone(),
-            f"{name}.received_var": layer.global_var.detach().clone(),
-        }
+        return {name: layer_statistics(layer, layer.running_mean, layer.running_var, num_samples * layer.positions)
+                for name, layer in self.norm_modules(model).items()}
 
     # 3. Server aggregation ------------------------------------------------------------------
-    def aggregate_statistics(
-        self, stats: list[dict[str, torch.Tensor]], weights: torch.Tensor
-    ) -> dict[str, torch.Tensor]:
+    def aggregate_statistics(self, stats: list[Statistics], weights: torch.Tensor, aggregator: Aggregator,
+                             global_state: State) -> State:
         """Eq. 8 (or the weighted average), then Eq. 11 with λ (λ = 1 in the statistics round)."""
-        if not stats:
-            return {}
         lam = 1.0 if self.statistics_only else self.cfg.lam
-        names = [key[: -len(".count")] for key in stats[0] if key.endswith(".count")]
         out = {}
-        for name in names:
-            means = torch.stack([s[f"{name}.global_mean"] for s in stats]).to(torch.float64)
-            variances = torch.stack([s[f"{name}.global_var"] for s in stats]).to(torch.float64)
+        for name in stats[0] if stats else ():
+            means, variances = stacked(stats, name, "mean"), stacked(stats, name, "var")
             if self.cfg.aggregation == "unbiased":
-                counts = torch.stack([s[f"{name}.count"] for s in stats]).to(means)[:, None]
+                counts = stacked(stats, name, "count")
                 total = counts.sum()
-                mean = (counts * means).sum(0) / total
-                var = (counts * (variances + (means - mean).square())).sum(0) / (total - 1).clamp_min(1)
+                w = counts / total
+                mean = aggregator(means, w)
+                var = aggregator(variances + (means - mean).square(), w) * (total / (total - 1).clamp_min(1))
             else:
-                w = weights.to(means)[:, None]
-                mean, var = (w * means).sum(0), (w * variances).sum(0)
-            dtype = stats[0][f"{name}.global_mean"].dtype
-            prev_mean = stats[0][f"{name}.received_mean"].to(torch.float64)
-            prev_var = stats[0][f"{name}.received_var"].to(torch.float64)
-            out[f"{name}.global_mean"] = ((1 - lam) * prev_mean + lam * mean).to(dtype)
-            out[f"{name}.global_var"] = ((1 - lam) * prev_var + lam * var).to(dtype)
+                mean, var = aggregator(means, weights), aggregator(variances, weights)
+            for key, value in ((f"{name}.global_mean", mean), (f"{name}.global_var", var)):
+                previous = global_state[key]
+                out[key] = ((1 - lam) * previous.to(torch.float64) + lam * value).to(previous.dtype)
         return out
 
     # Lifecycle --------------------------------------------------------------------------------
     def on_round_start(self, round_idx: int, total_rounds: int, model: nn.Module) -> None:
         """Round ``total_rounds`` is Alg. 1's statistics-only round t = T + 1 (Eq. 8 alone)."""
         self.statistics_only = round_idx >= total_rounds
+
+
+def layer_statistics(layer: HybridBatchNorm, mean: torch.Tensor, var: torch.Tensor, count: int) -> LayerStatistics:
+    """One layer's upload: its moments (in the layer's dtype) and the number of values they summarize."""
+    ref = layer.global_mean
+    return LayerStatistics(mean.to(ref.dtype).clone(), var.to(ref.dtype).clone(),
+                           torch.tensor(float(count), dtype=torch.float64, device=ref.device))

@@ -3,8 +3,10 @@
 Every partition is deterministic given the seed, returns a disjoint and
 complete split of ``range(len(labels))`` and gives each client its indices
 sorted ascending.  Partitions live one per module in this package and register
-themselves with :func:`register_partition`; any public module dropped into the
-package is imported automatically.
+themselves, with their config schema (a dataclass), by :func:`register_partition`;
+any public module dropped into the package is imported automatically.  A
+composed ``cfg.partition`` runs as
+``make_partition(cfg.partition.name, labels, n, seed, **partition_params(cfg.partition))``.
 
 Available partitions (see each module for details):
 
@@ -19,16 +21,23 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import torch
+from omegaconf import DictConfig, OmegaConf
 
 from ._registry import PARTITIONS, PartitionError, check_int, register_partition
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "PARTITIONS",
     "PartitionError",
     "register_partition",
     "make_partition",
+    "partition_params",
     "partition_table",
     "client_domains",
 ]
@@ -48,7 +57,7 @@ def make_partition(
     seed: int,
     *,
     domains: torch.Tensor | None = None,
-    **params,
+    **params: Any,
 ) -> list[torch.Tensor]:
     """Split ``range(len(labels))`` among ``num_clients`` clients.
 
@@ -57,16 +66,20 @@ def make_partition(
     list of ``num_clients`` int64 CPU tensors.  Raises :class:`PartitionError`
     for an invalid configuration.
     """
-    if name not in PARTITIONS:
-        raise PartitionError(
-            f"partition name {name!r} is unknown; allowed: {', '.join(sorted(PARTITIONS))}"
-        )
+    partition = PARTITIONS.get(name)
     seed = check_int("seed", seed)
     generator = torch.Generator().manual_seed(seed)
-    return PARTITIONS[name](labels, num_clients, generator, domains=domains, **params)
+    return partition(labels, num_clients, generator, domains=domains, **params)
 
 
-def partition_table(labels: torch.Tensor, parts: list[torch.Tensor], num_classes: int):
+def partition_params(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """The partition's own keys of a ``partition`` config (all but ``name``), as plain Python values."""
+    params = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    params.pop("name", None)
+    return params
+
+
+def partition_table(labels: torch.Tensor, parts: list[torch.Tensor], num_classes: int) -> pd.DataFrame:
     """Clients x classes sample counts as a pandas DataFrame.
 
     Index ``client`` (0..n-1), columns ``class_0 .. class_{K-1}`` and ``total``.

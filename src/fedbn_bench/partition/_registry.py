@@ -1,17 +1,21 @@
-"""Registry, error type and shared helpers for client partitions.
+"""Registry, error type, schema and shared helpers for client partitions.
 
 A partition is a pure function
 
     fn(labels, num_clients, generator, *, domains=None, **params) -> list[Tensor]
 
-registered under a name with :func:`register_partition`.  The decorator wraps
-``fn`` so that every entry of :data:`PARTITIONS` (and the module-level name)
-validates its inputs the same way, rejects unknown parameters, and checks that
-its output really is a partition of ``range(len(labels))``.
+registered under a name, together with its config schema, by
+``@register_partition(name, Schema)``.  The schema is a dataclass with a ``name`` field and one
+field per keyword parameter of ``fn`` (Hydra stores it as ``schema/partition/<name>``, so a
+misspelt key fails at composition).  Registration checks that the two agree and wraps ``fn`` so
+that every entry of :data:`PARTITIONS` (and the module-level name) validates its inputs the same
+way, rejects unknown parameters, and checks that its output really is a partition of
+``range(len(labels))``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import math
@@ -19,6 +23,9 @@ import numbers
 from typing import Callable
 
 import torch
+
+from fedbn_bench.errors import UserError
+from fedbn_bench.registry import Registry
 
 __all__ = [
     "PARTITIONS",
@@ -31,12 +38,11 @@ __all__ = [
     "check_float",
 ]
 
+PartitionFn = Callable[..., list[torch.Tensor]]
 
-class PartitionError(ValueError):
+
+class PartitionError(UserError):
     """Invalid partition configuration (one-line message naming the config key)."""
-
-
-PARTITIONS: dict[str, Callable[..., list[torch.Tensor]]] = {}
 
 
 # ----------------------------------------------------------------------------
@@ -131,60 +137,82 @@ def _check_output(name: str, parts, n_clients: int, n_samples: int) -> list[torc
 # ----------------------------------------------------------------------------
 
 
-def register_partition(name: str):
-    """Register a partition function under ``name``: ``@register_partition("dirichlet")``.
+def _keyword_params(fn: PartitionFn) -> dict[str, inspect.Parameter]:
+    """The partition's own parameters: keyword-only, other than ``domains``."""
+    return {
+        p.name: p for p in inspect.signature(fn).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "domains"
+    }
+
+
+def _check_schema(name: str, fn: PartitionFn, schema: type) -> None:
+    """``schema`` must be a dataclass named ``name`` whose other fields are ``fn``'s parameters,
+    with the same defaults where ``fn`` has one."""
+    params = _keyword_params(fn)
+    defaults = schema()
+    fields = {f.name for f in dataclasses.fields(schema)} - {"name"}
+    if fields != set(params) or defaults.name != name:
+        raise TypeError(
+            f"schema {schema.__name__} of partition '{name}' must have the fields name='{name}', "
+            f"{', '.join(sorted(params)) or '(no others)'}; got name={defaults.name!r}, {', '.join(sorted(fields))}"
+        )
+    for key, p in params.items():
+        if p.default is not p.empty and getattr(defaults, key) != p.default:
+            raise TypeError(f"schema {schema.__name__} of partition '{name}': {key} defaults to "
+                            f"{getattr(defaults, key)!r}, the function to {p.default!r}")
+
+
+def _checked(name: str, fn: PartitionFn) -> PartitionFn:
+    """Registry check: validate ``fn``'s schema and wrap ``fn`` with the shared input/output checks."""
+    schema = fn.schema  # type: ignore[attr-defined]
+    _check_schema(name, fn, schema)
+    params = _keyword_params(fn)
+    allowed = sorted(params)
+    required = [key for key, p in params.items() if p.default is p.empty]
+
+    @functools.wraps(fn)
+    def wrapper(labels, num_clients, generator, *, domains=None, **kwargs):
+        unknown = sorted(set(kwargs) - set(allowed))
+        if unknown:
+            allowed_txt = ", ".join(allowed) if allowed else "none"
+            raise PartitionError(
+                f"unknown parameter(s) {', '.join(unknown)} for partition '{name}'; allowed: {allowed_txt}"
+            )
+        missing = [key for key in required if key not in kwargs]
+        if missing:
+            raise PartitionError(f"{', '.join(missing)} must be set for partition '{name}'")
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator (got {type(generator).__name__})")
+        labels = _check_labels(labels)
+        n = check_num_clients(num_clients, labels.numel())
+        if domains is not None:
+            domains = _check_domains(domains, labels.numel())
+        parts = fn(labels, n, generator, domains=domains, **kwargs)
+        return _check_output(name, parts, n, labels.numel())
+
+    wrapper.allowed_params = tuple(allowed)  # type: ignore[attr-defined]
+    return wrapper
+
+
+PARTITIONS: Registry[PartitionFn] = Registry("partition", error=PartitionError, check=_checked)
+"""name -> partition function (wrapped); ``PARTITIONS.get(name).schema`` is its config dataclass."""
+
+
+def register_partition(name: str, schema: type) -> Callable[[PartitionFn], PartitionFn]:
+    """Register a partition function and its config schema: ``@register_partition("dirichlet", DirichletConfig)``.
 
     The decorated function receives already-validated ``labels`` (CPU int64),
     ``num_clients`` (int in [1, N]), the caller's ``torch.Generator``, optional
     validated ``domains`` and its own keyword parameters.  Its keyword-only
-    parameters (other than ``domains``) define the allowed config keys.
+    parameters (other than ``domains``) define the allowed config keys and must
+    be the fields of ``schema`` besides ``name``.
     """
 
-    def decorator(fn: Callable[..., list[torch.Tensor]]):
-        sig = inspect.signature(fn)
-        allowed = sorted(
-            p.name for p in sig.parameters.values()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "domains"
-        )
-        required = [
-            p.name for p in sig.parameters.values()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "domains"
-            and p.default is inspect.Parameter.empty
-        ]
+    def decorate(fn: PartitionFn) -> PartitionFn:
+        fn.schema = schema  # type: ignore[attr-defined]
+        return PARTITIONS.register(name)(fn)
 
-        @functools.wraps(fn)
-        def wrapper(labels, num_clients, generator, *, domains=None, **params):
-            unknown = sorted(set(params) - set(allowed))
-            if unknown:
-                allowed_txt = ", ".join(allowed) if allowed else "none"
-                raise PartitionError(
-                    f"unknown parameter(s) {', '.join(unknown)} for partition '{name}'; allowed: {allowed_txt}"
-                )
-            missing = [key for key in required if key not in params]
-            if missing:
-                raise PartitionError(
-                    f"{', '.join(missing)} must be set for partition '{name}'"
-                )
-            if not isinstance(generator, torch.Generator):
-                raise TypeError(f"generator must be a torch.Generator (got {type(generator).__name__})")
-            labels = _check_labels(labels)
-            n = check_num_clients(num_clients, labels.numel())
-            if domains is not None:
-                domains = _check_domains(domains, labels.numel())
-            parts = fn(labels, n, generator, domains=domains, **params)
-            return _check_output(name, parts, n, labels.numel())
-
-        wrapper.partition_name = name  # type: ignore[attr-defined]
-        wrapper.allowed_params = tuple(allowed)  # type: ignore[attr-defined]
-        existing = PARTITIONS.get(name)
-        if existing is not None and (
-            getattr(existing, "__module__", None), getattr(existing, "__qualname__", None)
-        ) != (wrapper.__module__, wrapper.__qualname__):
-            raise ValueError(f"partition '{name}' is already registered by {existing.__module__}")
-        PARTITIONS[name] = wrapper
-        return wrapper
-
-    return decorator
+    return decorate
 
 
 # ----------------------------------------------------------------------------

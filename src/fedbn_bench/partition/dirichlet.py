@@ -16,12 +16,23 @@ always succeeds when ``num_clients * min_size <= N``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
 from ._registry import PartitionError, check_float, check_int, grouped_order, parts_from_owner, register_partition
 
 MAX_REDRAWS = 100
+
+
+@dataclass
+class DirichletConfig:
+    """Schema of ``partition=dirichlet``: concentration ``alpha`` (> 0) and the minimum client size."""
+
+    name: str = "dirichlet"
+    alpha: float = 0.5
+    min_size: int = 10
 
 
 def _log_dirichlet(rng: np.random.Generator, alpha: float, rows: int, cols: int) -> np.ndarray:
@@ -71,7 +82,7 @@ def _repair(counts: np.ndarray, min_size: int) -> np.ndarray:
     return counts
 
 
-@register_partition("dirichlet")
+@register_partition("dirichlet", DirichletConfig)
 def dirichlet(
     labels: torch.Tensor,
     num_clients: int,

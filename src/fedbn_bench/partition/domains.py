@@ -10,9 +10,16 @@ domain's samples are ordered by label (random order inside a class) and dealt
 round-robin to the domain's clients.  Client sizes within a domain therefore
 differ by at most one and so does every per-class count, i.e. all clients of a
 domain share the domain's label distribution.  Domains may differ in size.
+
+``num_domains`` is not used by the split: it is the number of synthetic
+feature-shift domains the runner asks of a dataset that has no domains of its
+own (``dataset.num_domains=0``); it is validated here with the other keys.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
@@ -22,6 +29,15 @@ NO_DOMAINS_MSG = (
     "partition 'domains' needs per-sample domain ids but the dataset has no domains; "
     "use a feature-shift dataset (dataset.num_domains > 1) or another partition"
 )
+
+
+@dataclass
+class DomainsConfig:
+    """Schema of ``partition=domains``: synthetic domain count and clients per domain (None: even)."""
+
+    name: str = "domains"
+    num_domains: int = 5
+    clients_per_domain: Optional[int] = None
 
 
 def client_domains(num_clients: int, num_domains: int) -> torch.Tensor:
@@ -35,36 +51,38 @@ def client_domains(num_clients: int, num_domains: int) -> torch.Tensor:
     return torch.arange(num_clients) // (num_clients // num_domains)
 
 
-@register_partition("domains")
+@register_partition("domains", DomainsConfig)
 def domains_partition(
     labels: torch.Tensor,
     num_clients: int,
     generator: torch.Generator,
     *,
     domains: torch.Tensor | None = None,
+    num_domains: int = 5,
     clients_per_domain: int | None = None,
 ) -> list[torch.Tensor]:
+    check_int("num_domains", num_domains, minimum=1, partition="domains")
     if domains is None:
         raise PartitionError(NO_DOMAINS_MSG)
     present = torch.bincount(domains)
-    num_domains = present.numel()
+    n_domains = present.numel()
     missing = torch.nonzero(present == 0).flatten()
     if missing.numel():
         raise PartitionError(
-            f"domains must use every id 0..{num_domains - 1}; no sample has domain {int(missing[0])}"
+            f"domains must use every id 0..{n_domains - 1}; no sample has domain {int(missing[0])}"
         )
     if clients_per_domain is None:
-        if num_clients % num_domains:
+        if num_clients % n_domains:
             raise PartitionError(
-                f"num_clients must be a multiple of the number of domains ({num_domains}) "
+                f"num_clients must be a multiple of the number of domains ({n_domains}) "
                 f"for partition 'domains' (got {num_clients})"
             )
-        cpd = num_clients // num_domains
+        cpd = num_clients // n_domains
     else:
         cpd = check_int("clients_per_domain", clients_per_domain, minimum=1, partition="domains")
-        if cpd * num_domains != num_clients:
+        if cpd * n_domains != num_clients:
             raise PartitionError(
-                f"clients_per_domain * number of domains ({num_domains}) must equal num_clients "
+                f"clients_per_domain * number of domains ({n_domains}) must equal num_clients "
                 f"(got clients_per_domain={cpd}, num_clients={num_clients})"
             )
     if int(present.min()) < cpd:

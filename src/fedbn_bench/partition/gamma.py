@@ -18,6 +18,7 @@ differ by at most one.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -29,7 +30,15 @@ def pool_size(gamma: float, num_samples: int) -> int:
     return min(num_samples, max(0, math.floor(gamma * num_samples + 0.5)))
 
 
-@register_partition("gamma")
+@dataclass
+class GammaConfig:
+    """Schema of ``partition=gamma``: the homogeneous fraction ``gamma`` in [0, 1]."""
+
+    name: str = "gamma"
+    gamma: float = 0.5
+
+
+@register_partition("gamma", GammaConfig)
 def gamma_similarity(
     labels: torch.Tensor, num_clients: int, generator: torch.Generator, *, domains=None, gamma: float
 ) -> list[torch.Tensor]:

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ._registry import near_equal_sizes, parts_from_owner, register_partition
 
 
-@register_partition("iid")
+@dataclass
+class IidConfig:
+    """Schema of ``partition=iid`` (no parameters)."""
+
+    name: str = "iid"
+
+
+@register_partition("iid", IidConfig)
 def iid(labels: torch.Tensor, num_clients: int, generator: torch.Generator, *, domains=None) -> list[torch.Tensor]:
     """Shuffle all samples and cut them into ``num_clients`` parts whose sizes differ by at most one."""
     n = labels.numel()

@@ -21,11 +21,23 @@ The parameter belonging to the other mode is ignored.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ._registry import PartitionError, check_int, grouped_order, near_equal_sizes, parts_from_owner, register_partition
 
 MODES = ("classes", "sorted")
+
+
+@dataclass
+class ShardsConfig:
+    """Schema of ``partition=shards``: ``mode`` (classes | sorted) and each mode's count per client."""
+
+    name: str = "shards"
+    mode: str = "classes"
+    classes_per_client: int = 2
+    shards_per_client: int = 2
 
 
 def _by_classes(labels: torch.Tensor, num_clients: int, generator: torch.Generator, cpc: int) -> torch.Tensor:
@@ -92,7 +104,7 @@ def _sorted_shards(labels: torch.Tensor, num_clients: int, generator: torch.Gene
     return owner
 
 
-@register_partition("shards")
+@register_partition("shards", ShardsConfig)
 def shards(
     labels: torch.Tensor,
     num_clients: int,

@@ -1,0 +1,52 @@
+"""Per-client tensor trees: nested dicts of tensors, for one client or a stack of clients.
+
+The algorithms' client updates and the norms' hooks are written on such trees so that the same
+code runs for one client (``engine=loop``: plain tensors) and for a stack (``vmap``, ``packed``:
+a leading client axis). These helpers stack, unstack and slice them, and expand a per-client
+value so that it broadcasts against a per-client tensor either way.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch
+
+Tree = Any
+"""A tensor, or a dict (nested) of trees."""
+
+
+def tree_map(fn: Callable[[torch.Tensor], torch.Tensor], tree: Tree) -> Tree:
+    if isinstance(tree, dict):
+        return {k: tree_map(fn, v) for k, v in tree.items()}
+    return fn(tree)
+
+
+def stack_trees(trees: list[Tree]) -> Tree:
+    """One tree whose tensors carry a leading client axis (all trees with the same structure)."""
+    first = trees[0]
+    if isinstance(first, dict):
+        return {k: stack_trees([t[k] for t in trees]) for k in first}
+    return torch.stack([t.detach() for t in trees])
+
+
+def unstack_tree(tree: Tree, i: int) -> Tree:
+    """Client ``i``'s own copy of a stacked tree."""
+    return tree_map(lambda t: t[i].clone(), tree)
+
+
+def prefix(tree: Tree, n: Optional[int]) -> Tree:
+    """Views of the first ``n`` clients of a stacked tree (``n=None``: the tree itself, one
+    client). In-place updates of the views land in the stack."""
+    if n is None:
+        return tree
+    return tree_map(lambda t: t[:n], tree)
+
+
+def per_client(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``value`` (shape ``()`` for one client, ``(n,)`` for a stack) shaped to broadcast against
+    ``like`` (``(...)`` or ``(n, ...)``)."""
+    return value.reshape(value.shape + (1,) * (like.dim() - value.dim()))
+
+
+def clone_tree(tree: Tree) -> Tree:
+    return tree_map(lambda t: t.detach().clone(), tree)

@@ -1,0 +1,85 @@
+"""What every backend receives and returns: one ``ClientJob`` per sampled client in, one
+``ClientResult`` per client out, nothing else mutated (the round runner stores the results)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from fedbn_bench.algorithms.base import Algorithm
+from fedbn_bench.core.updates import ClientUpdate, State, Statistics
+from fedbn_bench.data import Split
+from fedbn_bench.norms.base import NormMethod
+
+
+@dataclass
+class ClientJob:
+    """One client's local training of one round: what it starts from (``start``, the
+    algorithm's broadcast, then its ``local`` keys), its algorithm state, its data and steps."""
+
+    client: int
+    start: State
+    local: State
+    algo_state: dict[str, Any]
+    indices: torch.Tensor
+    steps: int
+
+
+@dataclass
+class ClientResult:
+    """The client's upload, and what it keeps: its local keys and its algorithm state."""
+
+    update: ClientUpdate
+    local: State
+    algo_state: dict[str, Any]
+
+
+@dataclass
+class TrainingContext:
+    """What a backend needs about the run."""
+
+    model: nn.Module
+    norm: NormMethod
+    algo: Algorithm
+    train: Split
+    local_keys: list[str]
+    batch_size: int
+    seed: int
+    num_clients: int
+    augment: bool = False
+    channels_last: bool = False
+
+
+class Backend:
+    """Trains a round's clients; subclasses implement ``train``."""
+
+    def __init__(self, ctx: TrainingContext) -> None:
+        self.ctx = ctx
+
+    def train(self, jobs: list[ClientJob], round_idx: int, lr: float) -> list[ClientResult]:
+        raise NotImplementedError
+
+    def pre_statistics(self, job: ClientJob) -> Statistics | None:
+        """The norm's statistics before training (HBN Eq. 7), with the client loaded in the
+        model; the client's data is gathered only for methods that define the hook."""
+        norm = self.ctx.norm
+        if type(norm).before_local_training is NormMethod.before_local_training:
+            return None
+        return norm.before_local_training(self.ctx.model, self.ctx.train.x[job.indices])
+
+    def load(self, job: ClientJob) -> None:
+        model = self.ctx.model
+        model.load_state_dict(job.start)
+        if job.local:
+            model.load_state_dict(job.local, strict=False)
+
+    def result(self, job: ClientJob, upload: State, extras: dict[str, State], algo_state: dict[str, Any],
+               statistics: Statistics, local: State, loss: torch.Tensor) -> ClientResult:
+        """The client's result, with every key its norm keeps local removed from the upload."""
+        keys = set(self.ctx.local_keys)
+        shared = {k: v for k, v in upload.items() if k not in keys}
+        extras = {name: {k: v for k, v in state.items() if k not in keys} for name, state in extras.items()}
+        update = ClientUpdate(job.client, shared, statistics, extras, len(job.indices), loss)
+        return ClientResult(update, local, algo_state)

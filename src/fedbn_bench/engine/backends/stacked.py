@@ -1,0 +1,147 @@
+"""What the vectorized backends share: the round's clients as one stack (``vmap``, ``packed``).
+
+* **Stacked state.** Each sampled client is loaded exactly as ``loop`` loads it (start state +
+  its local keys, load hooks included, then the norm's pre-training statistics); its parameters
+  and buffers (statistics and counters included) are copied into tensors with a leading client
+  axis, and so is the local tree the algorithm's ``start`` returns for it.
+* **Statistics as explicit inputs and outputs.** A backend's ``forward_backward`` receives the
+  stacked buffers of the active clients and leaves their updated values in the stack.
+* **Unequal client sizes.** Batches are pre-drawn per client (``client_round_batches``, the same
+  draws as ``loop``) and zero-padded to the longest client. Clients are ordered by their step
+  count, so the clients still training at step ``s`` are a prefix of the stack: only that prefix
+  is computed and updated. No client takes more or fewer steps than under ``loop``.
+* **The algorithm's own hooks** (``engine/local_steps.py``) run on the stacks: nothing of the
+  optimizer or the loss is written here.
+
+A backend subclasses ``StackedBackend`` and implements ``forward_backward``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from fedbn_bench.algorithms.base import Algorithm
+from fedbn_bench.core.trees import Tree, unstack_tree
+from fedbn_bench.core.updates import State
+from fedbn_bench.engine.backends.base import Backend, ClientJob, ClientResult
+from fedbn_bench.engine.local_steps import run_local_steps
+from fedbn_bench.engine.sampling import client_round_batches, seed_global
+from fedbn_bench.norms.base import NormMethod
+
+
+def stack_unsupported_reason(norm: NormMethod, algo: Algorithm, model: nn.Module, backend: str) -> Optional[str]:
+    """Why no stacked backend can run this combination (``None`` when it can), from what the
+    algorithm, the norm and the model's modules declare."""
+    if algo.stacked_unsupported:
+        return f"algo={algo.cfg.name}: {algo.stacked_unsupported}"
+    if backend in norm.unsupported_backends:
+        return f"norm={norm.cfg.name}: {norm.unsupported_backends[backend]}"
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.track_running_stats and module.momentum is None:
+            return "BatchNorm with momentum=None reads its batch counter as a Python number"
+    return None
+
+
+class _Call(nn.Module):
+    """Wraps ``fn(model)`` as a module, so ``functional_call`` can run it on one client's state."""
+
+    def __init__(self, model: nn.Module, fn: Callable[[nn.Module], Any]) -> None:
+        super().__init__()
+        self.model, self.fn = model, fn
+
+    def forward(self) -> Any:
+        return self.fn(self.model)
+
+
+class StackedBackend(Backend):
+    """Trains a round's clients as one stack; subclasses compute one step of the active clients."""
+
+    def empty_stack(self, count: int, like: torch.Tensor) -> torch.Tensor:
+        """Storage for ``count`` clients' copies of ``like`` (a backend may choose the layout)."""
+        return like.new_empty((count, *like.shape))
+
+    def stack(self, trees: list[Tree]) -> Tree:
+        """The clients' trees as one tree of stacks in this backend's layouts."""
+        first = trees[0]
+        if isinstance(first, dict):
+            return {k: self.stack([t[k] for t in trees]) for k in first}
+        out = self.empty_stack(len(trees), first)
+        for i, t in enumerate(trees):
+            out[i].copy_(t.detach())
+        return out
+
+    def _copy_into(self, stack: State, i: int, count: int, tensors: State) -> None:
+        for k, v in tensors.items():
+            if k not in stack:
+                stack[k] = self.empty_stack(count, v)
+            stack[k][i].copy_(v.detach())
+
+    def forward_backward(self, params: State, buffers: State, x: torch.Tensor, y: torch.Tensor, n: int):
+        """One step of the first ``n`` clients (``params``: their views) on ``x``, ``y``: gradients of
+        the trainable parameters (leading client axis) and the ``n`` losses; their new buffers
+        (statistics) are left in ``buffers``."""
+        raise NotImplementedError
+
+    def train(self, jobs: list[ClientJob], round_idx: int, lr: float) -> list[ClientResult]:
+        """Local training of ``jobs``; the same results as ``loop``'s."""
+        ctx = self.ctx
+        model, algo, data = ctx.model, ctx.algo, ctx.train
+        order = sorted(range(len(jobs)), key=lambda i: -jobs[i].steps)
+        jobs = [jobs[i] for i in order]
+        xs, ys, pre_stats, locals_ = [], [], [], []
+        params: State = {}
+        buffers: State = {}
+        for i, job in enumerate(jobs):
+            x, y = client_round_batches(data.x, data.y, job.indices, ctx.batch_size, job.steps,
+                                        (ctx.seed, round_idx, job.client), ctx.augment)
+            xs.append(x)
+            ys.append(y)
+            self.load(job)
+            pre_stats.append(self.pre_statistics(job))
+            own = {k: p.detach() for k, p in model.named_parameters()}
+            locals_.append(algo.start(own, job.algo_state))
+            self._copy_into(params, i, len(jobs), own)
+            self._copy_into(buffers, i, len(jobs), dict(model.named_buffers()))
+        local = self.stack(locals_)
+        x, y = _pad_stack(xs), _pad_stack(ys)
+        model.train()
+        self.trainable = {k for k, p in model.named_parameters() if p.requires_grad}
+        seed_global(ctx.seed, round_idx, ctx.num_clients)
+        counts = [job.steps for job in jobs]
+        loss_sum = x.new_zeros(len(jobs))
+
+        def forward_backward(active, xb, yb, n):
+            return self.forward_backward(active, buffers, xb, yb, n)
+
+        steps = ((sum(c > s for c in counts), x[:, s], y[:, s]) for s in range(max(counts, default=0)))
+        run_local_steps(algo, forward_backward, params, local,
+                        ((n, xb[:n], yb[:n]) for n, xb, yb in steps), lr, loss_sum)
+        upload, extras, algo_state = algo.finish(params, local)
+        state = {**params, **buffers}
+        results: list[Optional[ClientResult]] = [None] * len(jobs)
+        for i, job in enumerate(jobs):
+            stats = pre_stats[i] if pre_stats[i] is not None else self.statistics(state, i, len(job.indices))
+            own = {k: state[k][i].clone() for k in ctx.local_keys}
+            loss = loss_sum[i] / max(job.steps, 1)
+            results[order[i]] = self.result(job, unstack_tree(upload, i), unstack_tree(extras, i),
+                                            unstack_tree(algo_state, i), stats, own, loss)
+        return results
+
+    def statistics(self, state: State, i: int, num_samples: int):
+        """Client ``i``'s upload after training: the norm's ``client_statistics`` run on the model
+        carrying client ``i``'s final state."""
+        norm, model = self.ctx.norm, self.ctx.model
+        client_state = {f"model.{k}": v[i] for k, v in state.items()}
+        return functional_call(_Call(model, lambda m: norm.client_statistics(m, num_samples)), client_state, ())
+
+
+def _pad_stack(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """Stack ``(steps_i, ...)`` tensors along a new client axis, zero-padding the step axis."""
+    longest = max(len(t) for t in tensors)
+    out = tensors[0].new_zeros((len(tensors), longest, *tensors[0].shape[1:]))
+    for i, t in enumerate(tensors):
+        out[i, : len(t)] = t
+    return out

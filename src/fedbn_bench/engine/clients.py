@@ -1,0 +1,58 @@
+"""The client store: the server's global state, every client's own state, and the client records.
+
+Per client: the keys its norm method keeps local (``client_local``), its algorithm state
+(``client_algo_state``, e.g. DSGD's momentum) and its record (indices, test/validation indices,
+domain, role). All of it is checkpointed (``state_dict``/``load_state_dict``).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import torch
+from torch import nn
+
+from fedbn_bench.core.updates import State
+from fedbn_bench.engine.federation import ClientRecord
+
+
+class ClientStore:
+    """Global state, per-client local and algorithm state, client records."""
+
+    def __init__(self, global_state: State, local_keys: list[str], records: list[ClientRecord]) -> None:
+        self.global_state = {k: v.detach().clone() for k, v in global_state.items()}
+        self.local_keys = list(local_keys)
+        self.records = records
+        self.client_local: list[State] = [{k: self.global_state[k].clone() for k in self.local_keys}
+                                          for _ in records]
+        self.client_algo_state: list[dict[str, Any]] = [{} for _ in records]
+        self.sizes = torch.tensor([r.size for r in records])
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def load_client(self, model: nn.Module, client: int, start: State | None = None) -> None:
+        """Load ``start`` (default: the global state), then the client's local keys, into ``model``."""
+        model.load_state_dict(self.global_state if start is None else start)
+        if self.local_keys:
+            model.load_state_dict(self.client_local[client], strict=False)
+
+    def keep(self, client: int, local: State, algo_state: dict[str, Any]) -> None:
+        """Store what ``client`` keeps after training."""
+        if self.local_keys:
+            self.client_local[client] = local
+        self.client_algo_state[client] = algo_state
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "global_state": self.global_state,
+            "client_local": self.client_local,
+            "client_algo_state": self.client_algo_state,
+            "records": [asdict(r) for r in self.records],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.global_state = state["global_state"]
+        self.client_local = state["client_local"]
+        self.client_algo_state = state["client_algo_state"]
+        self.records = [ClientRecord(**r) for r in state["records"]]

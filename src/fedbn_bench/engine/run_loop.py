@@ -1,0 +1,140 @@
+"""The run loop: the rounds' cadence, evaluation and records, divergence, checkpoints, summary."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from fedbn_bench.algorithms.schedules import learning_rate
+from fedbn_bench.engine.checkpoint import plain_attributes, restore_attributes, save_checkpoint
+from fedbn_bench.engine.clients import ClientStore
+from fedbn_bench.engine.evaluator import Evaluator
+from fedbn_bench.engine.federation import Federation
+from fedbn_bench.engine.round import RoundRunner
+from fedbn_bench.engine.settings import RunSettings
+from fedbn_bench.records.loggers import Logger
+from fedbn_bench.records.run_records import RunRecorder
+
+
+class RunLoop:
+    """Runs the rounds of one simulation, evaluates every ``eval_every`` rounds, writes records."""
+
+    def __init__(self, fed: Federation, store: ClientStore, rounds: RoundRunner, evaluator: Evaluator,
+                 settings: RunSettings, recorder: RunRecorder, logger: Logger, config: dict | None = None) -> None:
+        self.fed, self.store, self.rounds, self.evaluator, self.s = fed, store, rounds, evaluator, settings
+        self.recorder, self.logger, self.config = recorder, logger, config
+        self.rounds_completed = 0
+        self.train_seconds = 0.0
+        self.history: list[dict[str, Any]] = []
+        self.pending_losses: list[torch.Tensor] = []
+        self.best, self.last, self.elapsed = -math.inf, {}, 0.0
+
+    def run(self) -> dict[str, Any]:
+        """Run the remaining rounds (all of them, or those after a restored checkpoint)."""
+        s = self.s
+        start = time.perf_counter() - self.elapsed
+        status = "running"
+        bar = tqdm(range(self.rounds_completed, s.rounds), desc="rounds", unit="round", disable=not s.progress,
+                   dynamic_ncols=True, initial=self.rounds_completed, total=s.rounds)
+        try:
+            for round_idx in bar:
+                t0 = time.perf_counter()
+                loss = self.rounds.run_round(round_idx)
+                self.train_seconds += time.perf_counter() - t0
+                self.pending_losses.append(loss)
+                self.rounds_completed = round_idx + 1
+                if self.rounds_completed == s.rounds and self.fed.norm.final_statistics_round:
+                    self.rounds.statistics_round(s.rounds)
+                diverged = not torch.isfinite(loss).item()
+                if diverged or self.rounds_completed % s.eval_every == 0 or self.rounds_completed == s.rounds:
+                    self.last = self.record(round_idx + 1, start)
+                    self.best = max(self.best, self.last["test_acc"])
+                    bar.set_postfix(acc=f"{self.last['test_acc']:.3f}", loss=f"{self.last['train_loss']:.3f}")
+                if diverged:
+                    status = "diverged"
+                    break
+                if s.checkpoint_every and (self.rounds_completed % s.checkpoint_every == 0
+                                           or self.rounds_completed == s.rounds):
+                    self.elapsed = time.perf_counter() - start
+                    save_checkpoint(self.recorder.run_dir, self.checkpoint_state())
+            else:
+                status = "completed"
+        except KeyboardInterrupt:
+            status = "interrupted"
+        except Exception:
+            status = "failed"
+            raise
+        finally:
+            bar.close()
+            summary = self.summary(status, start)
+            self.recorder.write_summary(summary)
+            self.logger.finish(summary)
+        return summary
+
+    def record(self, round_number: int, start: float) -> dict[str, float]:
+        row = {"round": round_number, **self.evaluator.evaluate()}
+        row["train_loss"] = torch.stack(self.pending_losses).mean().item()
+        self.pending_losses = []
+        row["lr"] = learning_rate(self.s.lr, self.s.schedule, round_number - 1, self.s.rounds)
+        row["wall_s"] = time.perf_counter() - start
+        self.recorder.append_metrics(row)
+        self.history.append(row)
+        self.logger.log(row, step=round_number)
+        return row
+
+    def summary(self, status: str, start: float) -> dict[str, Any]:
+        last = self.last
+        return {
+            "status": status,
+            "final_test_acc": last.get("test_acc"),
+            "best_test_acc": self.best if last else None,
+            "final_test_loss": last.get("test_loss"),
+            "rounds_completed": self.rounds_completed,
+            "wall_time_s": time.perf_counter() - start,
+            "samples_per_s": self.rounds.samples_seen / self.train_seconds if self.train_seconds else 0.0,
+        }
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Everything needed to continue after ``rounds_completed`` rounds (see ``checkpoint.py``):
+        the client store, the strategies' own state, metric rows and counters, RNG."""
+        rng = {"torch": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            rng["cuda"] = torch.cuda.get_rng_state_all()
+        return {
+            "config": self.config,
+            "rounds_completed": self.rounds_completed,
+            "store": self.store.state_dict(),
+            "algo_state": plain_attributes(self.fed.algo),
+            "norm_state": plain_attributes(self.fed.norm),
+            "history": self.history,
+            "pending_losses": self.pending_losses,
+            "best": self.best,
+            "last": self.last,
+            "elapsed": self.elapsed,
+            "samples_seen": self.rounds.samples_seen,
+            "train_seconds": self.train_seconds,
+            "rng": rng,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a checkpoint: restore every piece of ``checkpoint_state`` and rewrite
+        metrics.csv with the rows recorded up to the checkpoint (later rows are dropped: they
+        will be recorded again)."""
+        self.rounds_completed = state["rounds_completed"]
+        self.store.load_state_dict(state["store"])
+        restore_attributes(self.fed.algo, state["algo_state"])
+        restore_attributes(self.fed.norm, state["norm_state"])
+        self.history, self.pending_losses = [], state["pending_losses"]
+        self.best, self.last, self.elapsed = state["best"], state["last"], state["elapsed"]
+        self.rounds.samples_seen, self.train_seconds = state["samples_seen"], state["train_seconds"]
+        torch.set_rng_state(state["rng"]["torch"].cpu())
+        if "cuda" in state["rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
+        self.recorder.metrics_path.unlink(missing_ok=True)
+        for row in state["history"]:
+            self.recorder.append_metrics(row)
+            self.history.append(row)

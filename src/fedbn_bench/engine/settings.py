@@ -1,0 +1,21 @@
+"""The scalar settings of a simulation (resolved from the Hydra config)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class RunSettings:
+    rounds: int
+    clients_per_round: int
+    batch_size: int
+    lr: float
+    schedule: Any
+    seed: int
+    eval_every: int
+    augment: bool = False
+    eval_batch_size: int = 1024
+    progress: bool = True
+    checkpoint_every: int = 0
+    channels_last: bool = False

@@ -1,0 +1,56 @@
+"""Metrics: the columns one evaluation adds to ``metrics.csv`` (and W&B).
+
+A metric is a class registered in ``METRICS`` whose call maps an ``EvalContext`` to named
+numbers; the engine's evaluator runs a list of them. A new metric (robust accuracy, calibration,
+...) is one module here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fedbn_bench.data import Split
+from fedbn_bench.registry import Registry
+
+
+@dataclass
+class EvalContext:
+    """What a metric may use: the model, ways to load the global or a client's state into it,
+    the test split, the clients' test indices and the per-domain test indices."""
+
+    model: nn.Module
+    test: Split
+    load_global: Callable[[], None]
+    load_client: Callable[[int], None]
+    client_test: list[torch.Tensor | None]
+    domain_test: dict[str, torch.Tensor] = field(default_factory=dict)
+    batch_size: int = 1024
+
+
+class Metric:
+    """Base class: ``__call__`` returns ``{column: value}``."""
+
+    def __call__(self, ctx: EvalContext) -> dict[str, float]:
+        raise NotImplementedError
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1024) -> tuple[float, float]:
+    """(accuracy, mean loss) of ``model`` in eval mode on ``(x, y)``."""
+    model.eval()
+    correct = torch.zeros((), device=x.device)
+    loss = torch.zeros((), device=x.device)
+    for start in range(0, len(y), batch_size):
+        logits = model(x[start : start + batch_size])
+        target = y[start : start + batch_size]
+        loss += F.cross_entropy(logits, target, reduction="sum")
+        correct += (logits.argmax(1) == target).sum()
+    n = max(len(y), 1)
+    return correct.item() / n, loss.item() / n
+
+
+METRICS: Registry[type[Metric]] = Registry("metric")
