@@ -9,8 +9,10 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from fedbn_bench.algorithms import build_algorithm
-from fedbn_bench.algorithms.schedules import learning_rate
-from fedbn_bench.config.schema import ScheduleConfig
+from fedbn_bench.algorithms.schedules import ScheduleConfig, learning_rate
+from fedbn_bench.core.aggregation import Aggregator
+from fedbn_bench.core.updates import ClientUpdate
+from fedbn_bench.engine.backends.loop import train_model
 from fedbn_bench.models import build_model
 from fedbn_bench.norms.base import NormMethod
 
@@ -42,16 +44,23 @@ def centralized_step(model, batches, lr):
     return {k: p.detach() - lr * p.grad for k, p in ref.named_parameters()}
 
 
+def local_train(alg, model, batches, lr, state):
+    """The upload and mean loss of one client's local training; ``state`` is updated in place."""
+    upload, _, new_state, loss = train_model(alg, model, batches, lr, state)
+    state.clear()
+    state.update(new_state)
+    return upload, loss
+
+
 def run_round(alg, model, batches, lr):
     start = {k: v.clone() for k, v in model.state_dict().items()}
-    payloads = []
-    for batch in batches:
+    updates = []
+    for client, batch in enumerate(batches):
         model.load_state_dict(start)
-        payload, _ = alg.local_train(model, [batch], lr, {})
-        payloads.append(payload)
+        upload, loss = local_train(alg, model, [batch], lr, {})
+        updates.append(ClientUpdate(client, upload, {}, {}, len(batch[1]), loss))
     sizes = torch.tensor([len(b[1]) for b in batches])
-    params = {k: start[k] for k in payloads[0]}
-    return alg.server_update(params, payloads, alg.client_weights(sizes), lr)
+    return alg.server_update(start, updates, alg.client_weights(sizes), Aggregator(), lr)
 
 
 @pytest.mark.parametrize("name, kw", [("fedavg", {}), ("dsgd", {"client_momentum": 0.0})])
@@ -77,9 +86,9 @@ def test_dsgd_client_momentum_is_an_ema_of_gradients():
     alg, model = algo("dsgd", lr=0.1, client_momentum=0.9), tiny_model()
     (b1, b2) = client_batches(2)
     state: dict = {}
-    g1, _ = alg.local_train(model, [b1], 0.1, state)
-    m2, _ = alg.local_train(model, [b2], 0.1, state)
-    g2, _ = algo("dsgd", lr=0.1, client_momentum=0.0).local_train(model, [b2], 0.1, {})
+    g1, _ = local_train(alg, model, [b1], 0.1, state)
+    m2, _ = local_train(alg, model, [b2], 0.1, state)
+    g2, _ = local_train(algo("dsgd", lr=0.1, client_momentum=0.0), model, [b2], 0.1, {})
     for k in g1:
         torch.testing.assert_close(m2[k], 0.9 * g1[k] + 0.1 * g2[k])
 
@@ -88,9 +97,9 @@ def test_fedavg_optimizer_state_resets_every_round():
     alg, model = algo("fedavg", lr=0.1, momentum=0.9), tiny_model()
     (batch,) = client_batches(1)
     start = copy.deepcopy(model.state_dict())
-    first, _ = alg.local_train(model, [batch], 0.1, {})
+    first, _ = local_train(alg, model, [batch], 0.1, {})
     model.load_state_dict(start)
-    again, _ = alg.local_train(model, [batch], 0.1, {})
+    again, _ = local_train(alg, model, [batch], 0.1, {})
     for k in first:
         torch.testing.assert_close(first[k], again[k])
 

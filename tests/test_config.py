@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from conftest import CONF, ROOT, compose_config
@@ -31,7 +32,13 @@ def test_norm_and_algo_build(norm, algo):
     cfg = compose_config([f"norm={norm}", f"algo={algo}"])
     method, algorithm = build_norm(cfg.norm), build_algorithm(cfg.algo)
     model = build_model("fbn_cnn", method.norm_layer, (1, 8, 8), 10)
-    assert set(method.statistic_keys(model)) <= set(model.state_dict())
+    x = torch.randn(4, 1, 8, 8)
+    stats = method.before_local_training(model, x)
+    if stats is None:
+        model.train()(x)
+        stats = method.client_statistics(model, 4)
+    assert set(stats) <= {name for name, _ in model.named_modules()}
+    assert all(bool((s.var >= 0).all()) for s in stats.values())
     assert algorithm.cfg.lr == cfg.lr
 
 

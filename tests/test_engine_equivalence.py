@@ -1,7 +1,7 @@
 """``engine=vmap`` and ``engine=packed`` against the reference ``engine=loop``: same sampling, same
 batches, same weights, statistics and per-client state after 3 rounds, with unequal client sizes
-(Dirichlet label skew, so clients take different numbers of local steps); and the fallback of every
-combination a backend does not support.
+(Dirichlet label skew, so clients take different numbers of local steps), for every norm method and
+every algorithm, none of them falling back; and the choice of ``engine=auto``.
 
 Each comparison runs in float32 (tolerance 1e-4 relative) and in float64, where the two engines
 agree to 1e-9: there the only difference left is rounding, so any error in masking, ordering,
@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from conftest import compose_config
+from fedbn_bench.engine.backends.stacked import StackedBackend
 from fedbn_bench.engine.select import select_engine
-from fedbn_bench.engine.simulation import RunSettings, Simulation
-from fedbn_bench.engine.packed import PACKED_NORMS
-from fedbn_bench.engine.vmap import VMAP_NORMS
+from fedbn_bench.engine.settings import RunSettings
+from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.norms import NORMS
 from fedbn_bench.records.loggers import NullLogger
 from fedbn_bench.records.run_records import RunRecorder
@@ -28,7 +28,8 @@ ROUNDS = 3
 BASE = ["model=simple_cnn", "num_clients=10", "clients_per_round=3", "batch_size=32", "alpha=0.3", "lr=0.05"]
 
 
-def simulate(engine: str, overrides: list[str], tmp_path, dtype=torch.float64, **options) -> tuple[Simulation, list[torch.Tensor]]:
+def simulate(engine: str, overrides: list[str], tmp_path, dtype=torch.float64, simulation=Simulation,
+             **options) -> tuple[Simulation, list[torch.Tensor]]:
     cfg = compose_config([*BASE, *overrides])
     torch.manual_seed(cfg.seed)
     fed, _ = build_federation(cfg, torch.device("cpu"))
@@ -38,7 +39,7 @@ def simulate(engine: str, overrides: list[str], tmp_path, dtype=torch.float64, *
     settings = RunSettings(rounds=ROUNDS, clients_per_round=cfg.clients_per_round, batch_size=cfg.batch_size,
                            lr=cfg.algo.lr, schedule=cfg.algo.schedule, seed=cfg.seed, eval_every=1,
                            augment=cfg.dataset.augment, progress=False, **options)
-    sim = Simulation(fed, settings, RunRecorder(tmp_path / engine), NullLogger(), engine=engine)
+    sim = simulation(fed, settings, RunRecorder(tmp_path / engine), NullLogger(), engine=engine)
     losses = [sim.run_round(r) for r in range(ROUNDS)]
     return sim, losses
 
@@ -58,18 +59,19 @@ def assert_same_state(a: dict, b: dict, what: str, tol: dict) -> None:
             torch.testing.assert_close(b[key], a[key], **tol, msg=f"{what}: {key}")
 
 
-def assert_equivalent(overrides: list[str], tmp_path, dtype=torch.float64, tol=None, engine="vmap") -> Simulation:
+def assert_equivalent(overrides: list[str], tmp_path, dtype=torch.float64, tol=None, engine="vmap",
+                      simulation=Simulation) -> Simulation:
     tol = tol or TOLERANCE[dtype]
-    loop, loop_losses = simulate("loop", overrides, tmp_path, dtype)
-    vmap, vmap_losses = simulate(engine, overrides, tmp_path, dtype)
-    assert vmap.stacked is not None, f"engine={engine} fell back to loop"
-    steps = {loop.fed.algo.num_steps(len(i), loop.batch_size) for i in loop.fed.client_indices}
+    loop, loop_losses = simulate("loop", overrides, tmp_path, dtype, simulation)
+    vmap, vmap_losses = simulate(engine, overrides, tmp_path, dtype, simulation)
+    assert isinstance(vmap.backend, StackedBackend), f"engine={engine} is not a stacked backend"
+    steps = {loop.fed.algo.num_steps(r.size, loop.rounds.batch_size) for r in loop.store.records}
     assert len(steps) > 1 or "algo=dsgd" in overrides or "algo=centralized" in overrides, "unequal steps wanted"
-    assert loop.samples_seen == vmap.samples_seen > 0
-    assert_same_state(loop.global_state, vmap.global_state, "global", tol)
-    for c, (a, b) in enumerate(zip(loop.client_local, vmap.client_local)):
+    assert loop.rounds.samples_seen == vmap.rounds.samples_seen > 0
+    assert_same_state(loop.store.global_state, vmap.store.global_state, "global", tol)
+    for c, (a, b) in enumerate(zip(loop.store.client_local, vmap.store.client_local)):
         assert_same_state(a, b, f"client {c} local", tol)
-    for c, (a, b) in enumerate(zip(loop.client_algo_state, vmap.client_algo_state)):
+    for c, (a, b) in enumerate(zip(loop.store.client_algo_state, vmap.store.client_algo_state)):
         assert_same_state(a, b, f"client {c} algo state", tol)
     torch.testing.assert_close(torch.stack(vmap_losses), torch.stack(loop_losses), **tol)
     return loop
@@ -81,32 +83,27 @@ def differs_from_start(sim: Simulation, overrides: list[str]) -> bool:
     torch.manual_seed(cfg.seed)
     fed, _ = build_federation(cfg, torch.device("cpu"))
     start = fed.model.state_dict()
-    return any(not torch.equal(start[k].to(v.dtype), v) for k, v in sim.global_state.items() if v.is_floating_point())
+    return any(not torch.equal(start[k].to(v.dtype), v) for k, v in sim.store.global_state.items() if v.is_floating_point())
 
 
 NORM_CASES = {
     "bn": [], "gn": [], "ln": [], "in": [], "none": [], "fedbn": [], "fedfn": [],
     "fixbn": ["norm.freeze_fraction=0.5", "norm.freeze_affine=true"],
     "hbn": [],
-    "fbn": ["algo=dsgd"],
+    "fbn": [],
 }
-
-
-SUPPORTED = {"vmap": VMAP_NORMS, "packed": PACKED_NORMS}
 
 
 @pytest.mark.parametrize("engine", ["vmap", "packed"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("norm", sorted(NORMS.names()))
-def test_every_norm_is_equivalent_or_falls_back(norm, dtype, engine, tmp_path, caplog):
-    if norm not in SUPPORTED[engine]:
-        cfg = compose_config([*BASE, f"norm={norm}"])
-        fed, _ = build_federation(cfg, torch.device("cpu"))
-        with caplog.at_level(logging.WARNING, logger="fedbn_bench"):
-            assert select_engine(engine, fed, cfg.batch_size, cfg.clients_per_round, torch.device("cpu")) == "loop"
-        assert f"engine={engine} falls back to engine=loop" in caplog.text
-        return
+def test_every_norm_is_equivalent_without_fallback(norm, dtype, engine, tmp_path, caplog):
     overrides = [f"norm={norm}", *NORM_CASES.get(norm, [])]
+    cfg = compose_config([*BASE, *overrides])
+    fed, _ = build_federation(cfg, torch.device("cpu"))
+    with caplog.at_level(logging.WARNING, logger="fedbn_bench"):
+        assert select_engine(engine, fed, cfg.batch_size, cfg.clients_per_round, torch.device("cpu")) == engine
+    assert not caplog.records
     tol = ILL_CONDITIONED_F32 if norm == "in" and dtype == torch.float32 else None
     sim = assert_equivalent(overrides, tmp_path, dtype, tol, engine)
     assert differs_from_start(sim, overrides)
@@ -120,6 +117,8 @@ def test_every_norm_is_equivalent_or_falls_back(norm, dtype, engine, tmp_path, c
     ["algo=local"],
     ["algo=centralized", "algo.local_steps=3"],
     ["norm=fedbn", "algo=dsgd"],
+    ["norm=fbn", "algo=dsgd"],
+    ["norm=fbn", "algo=fedavg", "norm.multistep_correction=paper"],
     ["norm=hbn", "algo=fedavg", "algo.momentum_carry=local"],
 ])
 @pytest.mark.parametrize("engine", ["vmap", "packed"])
@@ -127,18 +126,10 @@ def test_every_algorithm_is_equivalent(overrides, engine, tmp_path):
     assert_equivalent(["norm=bn", *overrides], tmp_path, engine=engine)
 
 
-def test_fbn_with_unequal_local_steps_falls_back(caplog):
-    cfg = compose_config([*BASE, "norm=fbn", "algo=fedavg"])
-    fed, _ = build_federation(cfg, torch.device("cpu"))
-    with caplog.at_level(logging.WARNING, logger="fedbn_bench"):
-        assert select_engine("vmap", fed, cfg.batch_size, cfg.clients_per_round, torch.device("cpu")) == "loop"
-    assert "FBN" in caplog.text and len(caplog.records) == 1
-
-
 @pytest.mark.parametrize(("overrides", "expected"), [
     (["norm=bn", "batch_size=8"], "packed"),
     (["norm=bn", "batch_size=32"], "loop"),
-    (["norm=fbn", "batch_size=8"], "loop"),
+    (["norm=fbn", "batch_size=8"], "packed"),
     (["norm=bn", "batch_size=8", "clients_per_round=1"], "loop"),
 ])
 def test_auto_on_cpu_picks_packed_where_it_runs(overrides, expected, caplog):
@@ -168,8 +159,7 @@ def test_channels_last_loop_matches_the_plain_loop(tmp_path):
     nhwc, _ = simulate("loop", ["norm=bn"], tmp_path, torch.float32, channels_last=True)
     conv = nhwc.fed.model.features[4].weight
     assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
-    assert_same_state(plain.global_state, nhwc.global_state, "global", TOLERANCE[torch.float32])
-
+    assert_same_state(plain.store.global_state, nhwc.store.global_state, "global", TOLERANCE[torch.float32])
 
 
 @pytest.mark.parametrize("mixing", ["fixed", "batch_only", "global_only"])
@@ -178,12 +168,8 @@ def test_packed_hbn_with_fixed_mixing_is_equivalent(mixing, tmp_path):
 
 
 @pytest.mark.parametrize("engine", ["vmap", "packed"])
-def test_hbn_moving_average_ablation_falls_back(engine, caplog):
-    cfg = compose_config([*BASE, "norm=hbn", "norm.stats_source=moving_average"])
-    fed, _ = build_federation(cfg, torch.device("cpu"))
-    with caplog.at_level(logging.WARNING, logger="fedbn_bench"):
-        assert select_engine(engine, fed, cfg.batch_size, cfg.clients_per_round, torch.device("cpu")) == "loop"
-    assert "moving-average ablation" in caplog.text
+def test_hbn_moving_average_ablation_is_equivalent(engine, tmp_path):
+    assert_equivalent(["norm=hbn", "norm.stats_source=moving_average"], tmp_path, engine=engine)
 
 
 @pytest.mark.parametrize("norm", ["bn", "gn"])

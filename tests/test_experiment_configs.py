@@ -8,8 +8,10 @@ from omegaconf import OmegaConf
 from conftest import CONF, compose_config
 from fedbn_bench.config.validate import validate_config
 
-GROUPS = ["dataset", "partition", "model", "norm", "algo", "engine", "logger", "debug"]
-EXPERIMENTS = sorted(p.relative_to(CONF / "experiment").with_suffix("").as_posix() for p in (CONF / "experiment").rglob("*.yaml"))
+GROUPS = ["dataset", "partition", "model", "norm", "algo", "aggregator", "engine", "logger", "debug"]
+EXPERIMENTS = sorted(
+    p.relative_to(CONF / "experiment").with_suffix("").as_posix() for p in (CONF / "experiment").rglob("*.yaml")
+)
 
 
 def group_options() -> list[tuple[str, str]]:
@@ -20,7 +22,8 @@ def sweep_overrides() -> list[tuple[str, str]]:
     """(experiment, ``key=value``) for every value of every key of each experiment's sweep."""
     cases = []
     for experiment in EXPERIMENTS:
-        params = OmegaConf.load(CONF / "experiment" / f"{experiment}.yaml").get("hydra", {}).get("sweeper", {}).get("params", {})
+        hydra = OmegaConf.load(CONF / "experiment" / f"{experiment}.yaml").get("hydra", {})
+        params = hydra.get("sweeper", {}).get("params", {})
         cases += [(experiment, f"{key}={value}") for key, values in params.items() for value in str(values).split(",")]
     return cases
 

@@ -14,7 +14,10 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from conftest import compose_config
-from fedbn_bench.engine.simulation import RunSettings, Simulation
+from fedbn_bench.core.aggregation import Aggregator
+from fedbn_bench.engine.backends import loop as loop_backend
+from fedbn_bench.engine.settings import RunSettings
+from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.norms import NORMS, build_norm
 from fedbn_bench.norms.fbn import FederatedBatchNorm, FederatedBatchNorm1d, FederatedBatchNorm2d
@@ -43,9 +46,9 @@ def federated_round(method, model, global_state, batches) -> None:
         model.load_state_dict(global_state)
         model.train()
         model(x)
-        stats.append(method.client_statistics(model))
+        stats.append(method.client_statistics(model, len(x)))
     weights = torch.full((len(batches),), 1.0 / len(batches))
-    global_state.update(method.aggregate_statistics(stats, weights))
+    global_state.update(method.aggregate_statistics(stats, weights, Aggregator(), global_state))
 
 
 @pytest.mark.parametrize("shape", [(6, 3), (5, 3, 4, 4)])
@@ -115,7 +118,7 @@ def centralized_copy(model: nn.Module) -> nn.Module:
 MODELS = [["model=fbn_cnn", "+model.options.dropout=0.0"], ["model=mlp", "dataset=toy_gaussian"]]
 
 
-def fbn_dsgd_simulation(tmp_path, overrides: list[str]) -> tuple[Simulation, list[tuple[torch.Tensor, torch.Tensor]]]:
+def fbn_dsgd_simulation(tmp_path, monkeypatch, overrides: list[str]) -> tuple[Simulation, list[tuple[torch.Tensor, torch.Tensor]]]:
     """DSGD with FBN on a gamma=0 split (4 clients, batch 6), and the list that records the
     clients' batches of the current round as the engine hands them to the algorithm."""
     cfg = compose_config(["norm=fbn", "algo=dsgd", "partition=gamma", "gamma=0", "num_clients=4",
@@ -125,14 +128,14 @@ def fbn_dsgd_simulation(tmp_path, overrides: list[str]) -> tuple[Simulation, lis
     settings = RunSettings(rounds=4, clients_per_round=4, batch_size=6, lr=0.1, schedule=cfg.algo.schedule,
                            seed=cfg.seed, eval_every=10, progress=False)
     captured: list[tuple[torch.Tensor, torch.Tensor]] = []
-    train = fed.algo.local_train
+    train = loop_backend.train_model
 
-    def spy(model, batches, lr, state):
+    def spy(algo, model, batches, lr, state):
         batches = list(batches)
         captured.extend(batches)
-        return train(model, batches, lr, state)
+        return train(algo, model, batches, lr, state)
 
-    fed.algo.local_train = spy
+    monkeypatch.setattr(loop_backend, "train_model", spy)
     return Simulation(fed, settings, RunRecorder(tmp_path), NullLogger()), captured
 
 
@@ -148,43 +151,43 @@ def assert_statistics_equal(state: dict[str, torch.Tensor], reference: nn.Module
 
 
 @pytest.mark.parametrize("model_overrides", MODELS)
-def test_engine_dsgd_statistics_equal_centralized_bn(tmp_path, model_overrides):
+def test_engine_dsgd_statistics_equal_centralized_bn(tmp_path, monkeypatch, model_overrides):
     """App. A through the engine (DSGD with its default client momentum, gamma=0, multi-layer
     model, weights learning): after every round the server's statistics of every layer equal those
     of centralized BN run on the union of the clients' batches with the same weights."""
-    sim, captured = fbn_dsgd_simulation(tmp_path, model_overrides)
+    sim, captured = fbn_dsgd_simulation(tmp_path, monkeypatch, model_overrides)
     naive: list[dict[str, torch.Tensor]] = []
     aggregate = sim.fed.norm.aggregate_statistics
 
-    def naive_spy(stats, weights):
-        naive.append({k: torch.stack([s[k] for s in stats]).mean(0) for k in stats[0] if k.endswith("running_var")})
-        return aggregate(stats, weights)
+    def naive_spy(stats, weights, aggregator, global_state):
+        naive.append({f"{layer}.running_var": torch.stack([s[layer].var for s in stats]).mean(0) for layer in stats[0]})
+        return aggregate(stats, weights, aggregator, global_state)
 
     sim.fed.norm.aggregate_statistics = naive_spy
     reference = centralized_copy(sim.fed.model)
     layers = fbn_layers(sim.fed.model)
     assert len(layers) >= 2
     for t in range(sim.s.rounds):
-        weights = {k: v.clone() for k, v in sim.global_state.items() if "running" not in k}
+        weights = {k: v.clone() for k, v in sim.store.global_state.items() if "running" not in k}
         captured.clear()
         sim.run_round(t)
         reference.load_state_dict(weights, strict=False)
         reference.train()
         with torch.no_grad():
             reference(torch.cat([x for x, _ in captured]))
-        assert_statistics_equal(sim.global_state, reference, layers)
-    assert not torch.equal(weights["head.weight"], sim.global_state["head.weight"])
+        assert_statistics_equal(sim.store.global_state, reference, layers)
+    assert not torch.equal(weights["head.weight"], sim.store.global_state["head.weight"])
     keys = [f"{name}.running_var" for name in layers]
     with pytest.raises(AssertionError):  # the naive average of the variances would fail this test
-        torch.testing.assert_close(torch.cat([naive[-1][k] for k in keys]), torch.cat([sim.global_state[k] for k in keys]), **TOL)
+        torch.testing.assert_close(torch.cat([naive[-1][k] for k in keys]), torch.cat([sim.store.global_state[k] for k in keys]), **TOL)
 
 
 @pytest.mark.parametrize("model_overrides", MODELS)
-def test_engine_dsgd_is_centralized_sgd_with_fbn(tmp_path, model_overrides):
+def test_engine_dsgd_is_centralized_sgd_with_fbn(tmp_path, monkeypatch, model_overrides):
     """With raw gradients (client momentum 0, Alg. 3 exactly), DSGD + FBN trains the same weights
     and statistics as centralized SGD on the union batch with the same layer rule: FBN removes
     every federated effect on the model, round after round."""
-    sim, captured = fbn_dsgd_simulation(tmp_path, [*model_overrides, "algo.client_momentum=0.0"])
+    sim, captured = fbn_dsgd_simulation(tmp_path, monkeypatch, [*model_overrides, "algo.client_momentum=0.0"])
     reference = centralized_copy(sim.fed.model)
     layers = fbn_layers(sim.fed.model)
     for t in range(sim.s.rounds):
@@ -198,8 +201,8 @@ def test_engine_dsgd_is_centralized_sgd_with_fbn(tmp_path, model_overrides):
             for p in reference.parameters():
                 p -= sim.s.lr * p.grad
         for k, p in reference.named_parameters():
-            torch.testing.assert_close(sim.global_state[k], p.detach(), **TOL)
-        assert_statistics_equal(sim.global_state, reference, layers)
+            torch.testing.assert_close(sim.store.global_state[k], p.detach(), **TOL)
+        assert_statistics_equal(sim.store.global_state, reference, layers)
 
 
 def test_training_normalizes_with_received_statistics_without_their_gradient():
@@ -240,8 +243,8 @@ def test_multistep_effective_correction_is_exact_for_repeated_batches():
             model.train()
             for _ in range(steps):
                 model(x)
-            stats.append(method.client_statistics(model))
-        result[correction] = method.aggregate_statistics(stats, torch.full((n,), 1.0 / n))["0.running_var"]
+            stats.append(method.client_statistics(model, 8))
+        result[correction] = method.aggregate_statistics(stats, torch.full((n,), 1.0 / n), Aggregator(), {})["0.running_var"]
     torch.testing.assert_close(result["effective"], central.running_var, **TOL)
     assert (result["paper"] - central.running_var).abs().min() > 1.0
 

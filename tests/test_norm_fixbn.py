@@ -8,7 +8,11 @@ from omegaconf import OmegaConf
 
 from conftest import compose_config
 from fedbn_bench.algorithms import ALGORITHMS, build_algorithm
-from fedbn_bench.engine.simulation import RunSettings, Simulation
+from fedbn_bench.core.aggregation import Aggregator
+from fedbn_bench.core.updates import ClientUpdate
+from fedbn_bench.engine.backends.loop import train_model
+from fedbn_bench.engine.settings import RunSettings
+from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.models import build_model
 from fedbn_bench.norms import NORMS, NormMethod, build_norm
@@ -36,24 +40,25 @@ def test_stage_one_is_naive_bn_and_stage_two_freezes_statistics(tmp_path):
     never change, neither on the server nor in local training, while the weights keep training."""
     bn, fix = simulation(tmp_path, "bn"), simulation(tmp_path, "fixbn")
     t_star = freeze_round(0.5, ROUNDS)
-    stat_keys = fix.fed.norm.statistic_keys(fix.fed.model)
+    stat_keys = [f"{name}.{stat}" for name in fix.fed.norm.norm_modules(fix.fed.model)
+                 for stat in ("running_mean", "running_var")]
     assert stat_keys and t_star == 2
     frozen = None
     for t in range(ROUNDS):
-        before = {k: v.clone() for k, v in fix.global_state.items()}
+        before = {k: v.clone() for k, v in fix.store.global_state.items()}
         bn.run_round(t)
         fix.run_round(t)
         if t < t_star:
-            for k, v in bn.global_state.items():
-                assert torch.equal(v, fix.global_state[k]), k
-            frozen = {k: fix.global_state[k].clone() for k in stat_keys}
+            for k, v in bn.store.global_state.items():
+                assert torch.equal(v, fix.store.global_state[k]), k
+            frozen = {k: fix.store.global_state[k].clone() for k in stat_keys}
         else:
             local = fix.fed.model.state_dict()  # the last client's model after its local training
             for k in stat_keys:
-                assert torch.equal(fix.global_state[k], frozen[k]), k
+                assert torch.equal(fix.store.global_state[k], frozen[k]), k
                 assert torch.equal(local[k], frozen[k]), k
-            assert not torch.equal(fix.global_state["head.weight"], before["head.weight"])
-    assert not torch.equal(bn.global_state[stat_keys[1]], fix.global_state[stat_keys[1]])
+            assert not torch.equal(fix.store.global_state["head.weight"], before["head.weight"])
+    assert not torch.equal(bn.store.global_state[stat_keys[1]], fix.store.global_state[stat_keys[1]])
 
 
 def test_freeze_affine_fixes_gamma_beta_in_stage_two(tmp_path):
@@ -65,10 +70,10 @@ def test_freeze_affine_fixes_gamma_beta_in_stage_two(tmp_path):
     for flag, sim in sims.items():
         for t in range(2):
             sim.run_round(t)
-        start = {k: sim.global_state[k].clone() for k in affine}
+        start = {k: sim.store.global_state[k].clone() for k in affine}
         for t in range(2, ROUNDS):
             sim.run_round(t)
-        moved[flag] = max((sim.global_state[k] - start[k]).abs().max().item() for k in affine)
+        moved[flag] = max((sim.store.global_state[k] - start[k]).abs().max().item() for k in affine)
     assert moved[True] < 1e-6  # only the float rounding of averaging identical values
     assert moved[False] > 1e-3
 
@@ -126,11 +131,12 @@ def run_rounds(algo, model, rounds: int, clients: int):
     weights = torch.tensor([0.25, 0.75])[:clients] if clients == 2 else torch.ones(1)
     history = [state]
     for t in range(rounds):
-        payloads = []
+        updates = []
         for c in range(clients):
             model.load_state_dict(state)
-            payloads.append(algo.local_train(model, [data(c, t)], LR, client_states[c])[0])
-        state = algo.server_update({k: state[k] for k in payloads[0]}, payloads, weights, LR)
+            upload, extras, client_states[c], loss = train_model(algo, model, [data(c, t)], LR, client_states[c])
+            updates.append(ClientUpdate(c, upload, {}, extras, 6, loss))
+        state = algo.server_update(state, updates, weights, Aggregator(), LR)
         history.append(state)
     return history, client_states, weights
 
@@ -149,7 +155,7 @@ def test_carry_local_keeps_each_clients_buffer():
     for c in range(2):
         expected = {k: MU * g0 + g1 for (k, g0), g1 in
                     zip(gradient(model, history[0], data(c, 0)).items(), gradient(model, history[1], data(c, 1)).values())}
-        for k, v in client_states[c]["momentum_buffer"].items():
+        for k, v in client_states[c]["momentum"].items():
             torch.testing.assert_close(v, expected[k])
 
 

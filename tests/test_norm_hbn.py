@@ -12,12 +12,18 @@ import torch.nn.functional as F
 
 from conftest import compose_config
 from fedbn_bench import runner
-from fedbn_bench.engine.simulation import Simulation, clone_state
+from fedbn_bench.core.aggregation import Aggregator
+from fedbn_bench.core.updates import Statistics
+from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.models import build_model
 from fedbn_bench.norms import build_norm
 from fedbn_bench.norms.hbn import HybridBatchNorm
 from fedbn_bench.runner import run_experiment
+
+
+def clone_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in state.items()}
 
 
 def hbn(*overrides: str):
@@ -60,7 +66,7 @@ def union_statistics(model, norm, x: torch.Tensor) -> dict[str, torch.Tensor]:
     return out
 
 
-def engine_statistics(model, norm, xs: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+def engine_statistics(model, norm, xs: list[torch.Tensor]) -> list[Statistics]:
     """The hook as the engine calls it: each client starts from the global state."""
     state = clone_state(model.state_dict())
     stats = []
@@ -68,6 +74,20 @@ def engine_statistics(model, norm, xs: list[torch.Tensor]) -> list[dict[str, tor
         model.load_state_dict(state)
         stats.append(norm.before_local_training(model, x))
     return stats
+
+
+def aggregate(norm, stats: list[Statistics], weights: torch.Tensor, global_state) -> dict[str, torch.Tensor]:
+    """The server's aggregation as the engine calls it (weighted-mean aggregator), with the
+    global state the clients received (Eq. 11 smooths with its statistics)."""
+    return norm.aggregate_statistics(stats, weights, Aggregator(), clone_state(global_state))
+
+
+def as_global_keys(stats: Statistics) -> dict[str, torch.Tensor]:
+    """A client's upload keyed like the global state it aggregates into."""
+    out = {}
+    for name, layer in stats.items():
+        out[f"{name}.global_mean"], out[f"{name}.global_var"] = layer.mean, layer.var
+    return out
 
 
 # -- App. A.2: exactness of Eq. 7 + Eq. 8 --------------------------------------------------------
@@ -78,13 +98,13 @@ def test_aggregate_equals_the_union_statistics_of_every_layer(model_name):
     xs = client_data()
     stats = engine_statistics(model, norm, xs)
     sizes = torch.tensor([len(x) for x in xs], dtype=torch.float64)
-    agg = norm.aggregate_statistics(stats, (sizes / sizes.sum()).float())
+    agg = aggregate(norm, stats, (sizes / sizes.sum()).float(), model.state_dict())
     ref = union_statistics(model, norm, torch.cat(xs))
     assert len(ref) == 2 * len(norm.norm_modules(model)) > 2
     assert set(agg) == set(ref)
     for key in ref:
         torch.testing.assert_close(agg[key], ref[key], rtol=1e-10, atol=1e-12, msg=key)
-    naive = torch.stack([s[next(iter(ref))] for s in stats]).mean(0)  # the test can fail: a naive mean is off
+    naive = torch.stack([as_global_keys(s)[next(iter(ref))] for s in stats]).mean(0)  # the test can fail: a naive mean is off
     assert not torch.allclose(naive, ref[next(iter(ref))], rtol=1e-3)
 
 
@@ -92,8 +112,8 @@ def test_aggregation_ignores_the_algorithm_weights_and_uses_the_counts():
     norm = hbn("norm.lam=1")
     model = hbn_model(norm)
     stats = engine_statistics(model, norm, client_data())
-    uniform = norm.aggregate_statistics(stats, torch.full((3,), 1 / 3))
-    skewed = norm.aggregate_statistics(stats, torch.tensor([0.8, 0.1, 0.1]))
+    uniform = aggregate(norm, stats, torch.full((3,), 1 / 3), model.state_dict())
+    skewed = aggregate(norm, stats, torch.tensor([0.8, 0.1, 0.1]), model.state_dict())
     for key in uniform:
         torch.testing.assert_close(uniform[key], skewed[key], rtol=0, atol=0)
 
@@ -104,16 +124,17 @@ def test_eq11_smoothing_with_the_received_statistics():
     model = hbn_model(exact)
     stats = engine_statistics(model, exact, client_data())
     w = torch.full((3,), 1 / 3)
-    new, old = exact.aggregate_statistics(stats, w), model.state_dict()
-    got = smooth.aggregate_statistics(stats, w)
+    old = model.state_dict()  # the statistics the clients received, held by the server
+    new = aggregate(exact, stats, w, old)
+    got = aggregate(smooth, stats, w, old)
     for key in new:
         torch.testing.assert_close(got[key], (1 - lam) * old[key] + lam * new[key], rtol=1e-12, atol=1e-12)
     smooth.on_round_start(5, 5, model)  # Alg. 1's statistics round t = T + 1: Eq. 8 alone
-    final = smooth.aggregate_statistics(stats, w)
+    final = aggregate(smooth, stats, w, old)
     for key in new:
         torch.testing.assert_close(final[key], new[key], rtol=0, atol=0)
     smooth.on_round_start(0, 5, model)
-    assert not torch.equal(smooth.aggregate_statistics(stats, w)[key], new[key])
+    assert not torch.equal(aggregate(smooth, stats, w, old)[key], new[key])
 
 
 def test_statistics_pass_has_no_side_effects():
@@ -130,23 +151,25 @@ def test_statistics_pass_has_no_side_effects():
 
 
 class Spy(Simulation):
-    """The engine, recording the global state before and after every round."""
+    """The engine, recording the global state before and after every round (training rounds and
+    the statistics round, both run by the simulation's ``RoundRunner``)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.before, self.after = {}, {}
         Spy.last = self
+        rounds = self.rounds
+        for name in ("run_round", "statistics_round"):
+            setattr(rounds, name, self.recording(getattr(rounds, name)))
 
-    def run_round(self, round_idx):
-        self.before[round_idx] = clone_state(self.global_state)
-        loss = super().run_round(round_idx)
-        self.after[round_idx] = clone_state(self.global_state)
-        return loss
+    def recording(self, round_fn):
+        def wrapper(round_idx):
+            self.before[round_idx] = clone_state(self.store.global_state)
+            out = round_fn(round_idx)
+            self.after[round_idx] = clone_state(self.store.global_state)
+            return out
 
-    def statistics_round(self, round_idx):
-        self.before[round_idx] = clone_state(self.global_state)
-        super().statistics_round(round_idx)
-        self.after[round_idx] = clone_state(self.global_state)
+        return wrapper
 
 
 def run_spy(monkeypatch, tmp_path, *overrides: str) -> Spy:
@@ -164,8 +187,8 @@ def test_engine_rounds_aggregate_the_union_statistics(monkeypatch, tmp_path):
     fed, norm, lam = sim.fed, sim.fed.norm, sim.fed.norm.cfg.lam
     assert sorted(sim.before) == [0, 1, 2]  # rounds 0, 1 and the statistics round 2
     for r in (0, 2):
-        clients = sim.sample(r)
-        x = torch.cat([fed.data.train.x[fed.client_indices[c]] for c in clients])
+        clients = sim.rounds.sample(r)
+        x = torch.cat([fed.data.train.x[fed.clients[c].indices] for c in clients])
         fed.model.load_state_dict(sim.before[r])
         ref = union_statistics(fed.model, norm, x)
         weight = lam if r == 0 else 1.0
@@ -236,32 +259,38 @@ def test_mixing_ablations_and_evaluation_rule():
 
 def test_hybrid_factor_stays_on_each_client_and_is_never_communicated(monkeypatch, tmp_path):
     seen = []
-    original = Spy.run_round
+    original = Spy.__init__
 
-    def run_round(self, round_idx):
-        update, aggregate = self.fed.algo.server_update, self.fed.norm.aggregate_statistics
+    def init(self, *args, **kwargs):
+        """Every upload the server receives (``ClientUpdate``: weights, extras, statistics) and
+        every entry it computes, for the whole run (training rounds and the statistics round)."""
+        original(self, *args, **kwargs)
+        update, aggregate_statistics = self.fed.algo.server_update, self.fed.norm.aggregate_statistics
 
-        def spy_update(params, payloads, weights, lr):
-            seen.extend([*params, *(k for p in payloads for k in p)])
-            return update(params, payloads, weights, lr)
+        def spy_update(global_state, updates, weights, aggregator, lr):
+            out = update(global_state, updates, weights, aggregator, lr)
+            seen.extend([*(k for u in updates for k in u.weights),
+                         *(k for u in updates for extra in u.extras.values() for k in extra),
+                         *(k for u in updates for name, s in u.statistics.items() for k in (name, *s.meta)), *out])
+            return out
 
-        def spy_aggregate(stats, weights):
-            out = aggregate(stats, weights)
-            seen.extend([*(k for s in stats for k in s), *out])
+        def spy_aggregate(stats, weights, aggregator, global_state):
+            out = aggregate_statistics(stats, weights, aggregator, global_state)
+            seen.extend([*(k for s in stats for name, layer in s.items() for k in (name, *layer.meta)), *out])
             return out
 
         monkeypatch.setattr(self.fed.algo, "server_update", spy_update)
         monkeypatch.setattr(self.fed.norm, "aggregate_statistics", spy_aggregate)
-        return original(self, round_idx)
 
-    monkeypatch.setattr(Spy, "run_round", run_round)
+    monkeypatch.setattr(Spy, "__init__", init)
     sim = run_spy(monkeypatch, tmp_path, "norm=hbn", "model=simple_cnn", "num_clients=4", "rounds=2",
                   "algo.local_steps=3", "eval_every=1")
-    factors = [k for k in sim.global_state if k.endswith("hybrid_factor")]
-    assert factors and sim.local_keys == factors and not sim.personalized
+    store = sim.store
+    factors = [k for k in store.global_state if k.endswith("hybrid_factor")]
+    assert factors and store.local_keys == factors and not sim.personalized
     assert seen and not any(k.endswith("hybrid_factor") for k in seen)
-    assert all(torch.equal(sim.global_state[k], torch.zeros_like(sim.global_state[k])) for k in factors)
-    local = [torch.cat([sim.client_local[c][k] for k in factors]) for c in range(4)]
+    assert all(torch.equal(store.global_state[k], torch.zeros_like(store.global_state[k])) for k in factors)
+    local = [torch.cat([store.client_local[c][k] for k in factors]) for c in range(4)]
     assert all(v.abs().max() > 0 for v in local)
     assert not torch.equal(local[0], local[1])
 
@@ -273,7 +302,7 @@ def test_hybrid_statistics_pass_uses_the_training_rule_on_the_first_samples():
     norm = hbn("norm.lam=1", "norm.stats_forward=hybrid", "norm.stats_samples=64")
     model = hbn_model(norm, "simple_cnn")
     x = client_data((100,))[0]
-    agg = norm.aggregate_statistics(engine_statistics(model, norm, [x]), torch.ones(1))
+    agg = aggregate(norm, engine_statistics(model, norm, [x]), torch.ones(1), model.state_dict())
     inputs = {}
     for name, layer in norm.norm_modules(model).items():
         layer.register_forward_hook(lambda m, i, o, name=name: inputs.__setitem__(name, i[0]))
@@ -290,9 +319,10 @@ def test_weighted_average_ablation():
     model = hbn_model(norm)
     stats = engine_statistics(model, norm, client_data())
     w = torch.tensor([0.5, 0.3, 0.2])
-    agg = norm.aggregate_statistics(stats, w)
+    agg = aggregate(norm, stats, w, model.state_dict())
+    assert set(agg) == set(as_global_keys(stats[0]))
     for key in agg:
-        expected = sum(wk * s[key].double() for wk, s in zip(w.double(), stats))
+        expected = sum(wk * as_global_keys(s)[key].double() for wk, s in zip(w.double(), stats))
         torch.testing.assert_close(agg[key], expected)
 
 
@@ -310,10 +340,10 @@ def test_moving_average_ablation_uploads_running_statistics_after_training():
     with torch.no_grad():
         model.train()(x[:10])  # one local step's forward
     var, mean = torch.var_mean(captured[0], (0, 2, 3), correction=1)
-    stats = norm.client_statistics(model)
-    torch.testing.assert_close(stats[f"{name}.global_mean"], 0.5 * layer.global_mean + 0.5 * mean)
-    torch.testing.assert_close(stats[f"{name}.global_var"], 0.5 * layer.global_var + 0.5 * var)
-    assert stats[f"{name}.count"].item() == 20 * 64  # samples x 8x8 positions
+    stats = norm.client_statistics(model, len(x))
+    torch.testing.assert_close(stats[name].mean, 0.5 * layer.global_mean + 0.5 * mean)
+    torch.testing.assert_close(stats[name].var, 0.5 * layer.global_var + 0.5 * var)
+    assert stats[name].count.item() == 20 * 64  # samples x 8x8 positions
 
 
 @pytest.mark.parametrize(

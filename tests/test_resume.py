@@ -16,7 +16,7 @@ import torch
 
 from conftest import ROOT, compose_config
 from fedbn_bench.engine import checkpoint as ckpt
-from fedbn_bench.engine.simulation import Simulation
+from fedbn_bench.engine.round import RoundRunner
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.runner import run_experiment
 
@@ -29,14 +29,14 @@ def metrics(run_dir: Path) -> pd.DataFrame:
 
 def stop_at(monkeypatch, round_idx: int) -> None:
     """Make the run stop (as if interrupted) when it starts round ``round_idx``."""
-    original = Simulation.run_round
+    original = RoundRunner.run_round
 
     def run_round(self, r):
         if r == round_idx:
             raise KeyboardInterrupt
         return original(self, r)
 
-    monkeypatch.setattr(Simulation, "run_round", run_round)
+    monkeypatch.setattr(RoundRunner, "run_round", run_round)
 
 
 @pytest.mark.parametrize("overrides", [
@@ -71,8 +71,10 @@ def test_checkpoint_holds_the_whole_run_state_and_loads_weights_only(tmp_path):
     state = torch.load(tmp_path / ckpt.FILENAME, weights_only=True)
     assert state["rounds_completed"] == 3  # the last round is always checkpointed
     assert len(state["history"]) == 3 and state["history"][-1]["round"] == 3
-    assert len(state["client_local"]) == 5 and all(state["client_local"])  # FedBN's local BN
-    assert any("momentum_buffer" in s for s in state["client_algo_state"])  # carried momentum
+    store = state["store"]
+    assert len(store["client_local"]) == 5 and all(store["client_local"])  # FedBN's local BN
+    assert any("momentum" in s for s in store["client_algo_state"])  # carried momentum
+    assert len(store["records"]) == 5 and all(len(r["indices"]) for r in store["records"])
     assert state["config"]["norm"]["name"] == "fedbn" and "torch" in state["rng"]
     assert not list(tmp_path.glob(".*.tmp"))
 

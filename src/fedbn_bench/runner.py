@@ -16,6 +16,7 @@ from fedbn_bench.config.validate import validate_client_sizes, validate_config
 from fedbn_bench.data import DatasetBundle, dataset_has_natural_domains, load_dataset
 from fedbn_bench.engine.checkpoint import config_differences, load_checkpoint
 from fedbn_bench.core.aggregation import AGGREGATORS
+from fedbn_bench.core.transforms import TRANSFORMS
 from fedbn_bench.engine.federation import ClientRecord, Federation
 from fedbn_bench.engine.select import select_engine
 from fedbn_bench.engine.settings import RunSettings
@@ -117,7 +118,9 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     batch_size = fed.algo.batch_size(cfg.batch_size, cfg.clients_per_round)
     engine = select_engine(cfg.engine.name, fed, batch_size, cfg.clients_per_round, device, cfg.engine.channels_last)
     aggregator = AGGREGATORS.get(cfg.aggregator.name)(cfg.aggregator)
-    sim = Simulation(fed, settings, recorder, logger, engine=engine, config=config, aggregator=aggregator)
+    transforms = [TRANSFORMS.get(t.name)(t) for t in cfg.transforms]
+    sim = Simulation(fed, settings, recorder, logger, engine=engine, config=config, aggregator=aggregator,
+                     transforms=transforms)
     if checkpoint is not None:
         sim.restore(checkpoint)
     return sim.run()

@@ -59,6 +59,8 @@ class Config:
     model: ModelConfig = MISSING
     norm: Any = MISSING
     algo: Any = MISSING
+    aggregator: Any = MISSING
+    transforms: list[Any] = field(default_factory=list)
     engine: EngineConfig = MISSING
     logger: LoggerConfig = MISSING
     seed: int = 0
@@ -79,6 +81,7 @@ class Config:
 def register_schemas() -> None:
     """Store every schema in Hydra's ConfigStore (idempotent)."""
     from fedbn_bench.algorithms import ALGORITHMS
+    from fedbn_bench.core.aggregation import AGGREGATORS
     from fedbn_bench.norms import NORMS
     from fedbn_bench.partition import PARTITIONS
 
@@ -90,3 +93,5 @@ def register_schemas() -> None:
         cs.store(group="schema/norm", name=name, node=NORMS.get(name).config_class)
     for name in ALGORITHMS.names():
         cs.store(group="schema/algo", name=name, node=ALGORITHMS.get(name).config_class)
+    for name in AGGREGATORS.names():
+        cs.store(group="schema/aggregator", name=name, node=AGGREGATORS.get(name).config_class)

@@ -22,6 +22,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
+from fedbn_bench.core.aggregation import Aggregator
 from fedbn_bench.data.toy_gaussian import class_means
 from fedbn_bench.engine.sampling import derive_seed, generator
 from fedbn_bench.norms import NORMS, NormMethod, build_norm
@@ -80,8 +81,8 @@ def run_toy(method: str, gamma: float, rounds: int = 100, beta: float = 0.1, m: 
             model.load_state_dict(global_state)
             model.train()
             outputs.append(model(x[p]))
-            stats.append(norm.client_statistics(model))
-        global_state.update(norm.aggregate_statistics(stats, weights))
+            stats.append(norm.client_statistics(model, len(p)))
+        global_state.update(norm.aggregate_statistics(stats, weights, Aggregator(), global_state))
         order = torch.cat(parts)
         federated = torch.empty_like(x)
         federated[order] = torch.cat(outputs)

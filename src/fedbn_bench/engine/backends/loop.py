@@ -7,12 +7,41 @@ parameters are the algorithm's ``params`` tree: its hooks update them in place.
 """
 from __future__ import annotations
 
-import torch
+from typing import Any, Iterable
 
+import torch
+from torch import nn
+
+from fedbn_bench.algorithms.base import Algorithm
+from fedbn_bench.core.updates import State
 from fedbn_bench.engine.backends.base import Backend, ClientJob, ClientResult
 from fedbn_bench.engine.local_steps import run_local_steps
 from fedbn_bench.engine.options import channels_last_input
 from fedbn_bench.engine.sampling import client_round_batches, seed_global
+
+
+def train_model(algo: Algorithm, model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], lr: float,
+                client_state: dict[str, Any]) -> tuple[State, dict[str, State], dict[str, Any], torch.Tensor]:
+    """One client's local training of ``model`` (in train mode, in place) with the algorithm's
+    hooks: ``(upload, extras, new client state, mean loss)``."""
+    model.train()
+    params = {k: p.detach() for k, p in model.named_parameters()}
+    local = algo.start(params, client_state)
+    trainable = [(k, p) for k, p in model.named_parameters() if p.requires_grad]
+
+    def forward_backward(active, xb, yb, n):
+        for _, p in trainable:
+            p.grad = None
+        loss = algo.loss(model(xb), yb)
+        loss.backward()
+        return {k: p.grad for k, p in trainable if p.grad is not None}, loss.detach()
+
+    batches = list(batches)
+    like = batches[0][0] if batches else next(model.parameters())
+    loss_sum = torch.zeros((), dtype=like.dtype, device=like.device)
+    run_local_steps(algo, forward_backward, params, local, ((None, xb, yb) for xb, yb in batches), lr, loss_sum)
+    upload, extras, new_state = algo.finish(params, local)
+    return upload, extras, new_state, loss_sum / max(len(batches), 1)
 
 
 class LoopBackend(Backend):
@@ -21,28 +50,15 @@ class LoopBackend(Backend):
 
     def train_client(self, job: ClientJob, round_idx: int, lr: float) -> ClientResult:
         ctx = self.ctx
-        model, algo = ctx.model, ctx.algo
+        model = ctx.model
         self.load(job)
         x, y = client_round_batches(ctx.train.x, ctx.train.y, job.indices, ctx.batch_size, job.steps,
                                     (ctx.seed, round_idx, job.client), ctx.augment)
         pre_stats = self.pre_statistics(job)
         seed_global(ctx.seed, round_idx, job.client)
-        model.train()
-        params = {k: p.detach() for k, p in model.named_parameters()}
-        local = algo.start(params, job.algo_state)
-        trainable = [(k, p) for k, p in model.named_parameters() if p.requires_grad]
-
-        def forward_backward(active, xb, yb, n):
-            for _, p in trainable:
-                p.grad = None
-            loss = algo.loss(model(channels_last_input(xb) if ctx.channels_last else xb), yb)
-            loss.backward()
-            return {k: p.grad for k, p in trainable if p.grad is not None}, loss.detach()
-
-        loss_sum = torch.zeros((), dtype=x.dtype, device=x.device)
-        run_local_steps(algo, forward_backward, params, local, ((None, xb, yb) for xb, yb in zip(x, y)), lr, loss_sum)
-        upload, extras, algo_state = algo.finish(params, local)
+        batches = ((channels_last_input(xb) if ctx.channels_last else xb, yb) for xb, yb in zip(x, y))
+        upload, extras, algo_state, loss = train_model(ctx.algo, model, batches, lr, job.algo_state)
         stats = ctx.norm.client_statistics(model, len(job.indices)) if pre_stats is None else pre_stats
         state = model.state_dict()
         own = {k: state[k].detach().clone() for k in ctx.local_keys}
-        return self.result(job, upload, extras, algo_state, stats, own, loss_sum / max(job.steps, 1))
+        return self.result(job, upload, extras, algo_state, stats, own, loss)
