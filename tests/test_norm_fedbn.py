@@ -10,8 +10,8 @@ from torch import nn
 
 from conftest import compose_config
 from fedbn_bench import runner
-from fedbn_bench.engine.evaluation import evaluate
 from fedbn_bench.engine.simulation import Simulation
+from fedbn_bench.metrics import evaluate
 from fedbn_bench.norms import build_norm
 from fedbn_bench.runner import run_experiment
 
@@ -19,28 +19,38 @@ NUM_CLIENTS = 5
 
 
 class Spy(Simulation):
-    """The engine, recording each client's BatchNorm state when its local training ends and the
-    payloads of the last server update."""
+    """The engine, recording each client's BatchNorm state when its local training ends (in the
+    model the loop backend trained) and the updates of every server update."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.trained: dict[int, dict[str, torch.Tensor]] = {}
         self.updates: list[tuple[dict, list, torch.Tensor, dict]] = []
-        update = self.fed.algo.server_update
+        self.statistics: list[tuple[list, dict]] = []
+        update, aggregate = self.fed.algo.server_update, self.fed.norm.aggregate_statistics
+        train_client = self.backend.train_client
 
-        def spy_update(params, payloads, weights, lr):
-            out = update(params, payloads, weights, lr)
-            self.updates.append((params, payloads, weights, out))
+        def spy_update(global_state, updates, weights, aggregator, lr):
+            shared = {k: v.clone() for k, v in global_state.items()}  # what the server held before
+            out = update(global_state, updates, weights, aggregator, lr)
+            self.updates.append((shared, updates, weights, out))
+            return out
+
+        def spy_aggregate(stats, weights, aggregator, global_state):
+            out = aggregate(stats, weights, aggregator, global_state)
+            self.statistics.append((stats, out))
+            return out
+
+        def spy_train_client(job, round_idx, lr):
+            out = train_client(job, round_idx, lr)
+            state = self.fed.model.state_dict()
+            self.trained[job.client] = {k: state[k].detach().clone() for k in bn_keys(self.fed.model)}
             return out
 
         self.fed.algo.server_update = spy_update
+        self.fed.norm.aggregate_statistics = spy_aggregate
+        self.backend.train_client = spy_train_client
         Spy.last = self
-
-    def train_client(self, round_idx, client, lr):
-        out = super().train_client(round_idx, client, lr)
-        state = self.fed.model.state_dict()
-        self.trained[client] = {k: state[k].detach().clone() for k in bn_keys(self.fed.model)}
-        return out
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +63,7 @@ def sim(tmp_path_factory):
     summary = run_experiment(cfg, tmp_path_factory.mktemp("fedbn"))
     mp.undo()
     assert summary["status"] == "completed"
+    assert Spy.last.engine == "loop"  # the spy wraps the loop backend's train_client
     Spy.last.summary = summary
     return Spy.last
 
@@ -63,9 +74,11 @@ def bn_keys(model: nn.Module) -> set[str]:
 
 def test_local_keys_are_every_batchnorm_entry(sim):
     keys = bn_keys(sim.fed.model)
-    assert set(sim.local_keys) == keys
+    assert set(sim.store.local_keys) == keys
     assert any(k.endswith("running_mean") for k in keys) and any(k.endswith(".weight") for k in keys)
-    assert sim.fed.norm.statistic_keys(sim.fed.model) == []
+    # no statistics are uploaded or aggregated: the BatchNorm statistics never leave their client
+    assert sim.fed.norm.client_statistics(sim.fed.model, 10) == {}
+    assert sim.statistics and all(stats == [{}] * len(stats) and out == {} for stats, out in sim.statistics)
 
 
 def test_each_client_keeps_what_its_own_training_produced(sim):
@@ -73,10 +86,10 @@ def test_each_client_keeps_what_its_own_training_produced(sim):
     assert len(trained) >= 3  # several clients trained over the 3 rounds
     keys = sorted(bn_keys(sim.fed.model))
     for client in range(NUM_CLIENTS):
-        sim.load_client(client)
+        sim.store.load_client(sim.fed.model, client)
         state = sim.fed.model.state_dict()
         for key in keys:
-            produced = sim.trained[client][key] if client in trained else sim.client_local[client][key]
+            produced = sim.trained[client][key] if client in trained else sim.store.client_local[client][key]
             assert torch.equal(state[key], produced), (client, key)
     means = [torch.cat([sim.trained[c][k].flatten().float() for k in keys]) for c in trained]
     assert all(not torch.equal(means[i], means[j]) for i in range(len(means)) for j in range(i + 1, len(means)))
@@ -85,30 +98,33 @@ def test_each_client_keeps_what_its_own_training_produced(sim):
 
 
 def test_every_other_weight_is_the_shared_average(sim):
-    params, payloads, weights, out = sim.updates[-1]
-    local = set(sim.local_keys)
-    assert not (set(params) | set(out) | {k for p in payloads for k in p}) & local
+    before, updates, weights, out = sim.updates[-1]
+    store, local = sim.store, set(sim.store.local_keys)
+    uploaded = {k for u in updates for k in (*u.weights, *(k for e in u.extras.values() for k in e), *u.statistics)}
+    assert not (set(out) | uploaded) & local
+    assert set(out) == set(before) - local  # every other weight is updated
     for key, value in out.items():
-        expected = sum(w * p[key] for w, p in zip(weights, payloads))
+        expected = sum(w * u.weights[key] for w, u in zip(weights, updates))
         torch.testing.assert_close(value, expected)
-        torch.testing.assert_close(sim.global_state[key], expected)
-    shared = [k for k in sim.global_state if k not in local]
+        torch.testing.assert_close(store.global_state[key], expected)
+    shared = [k for k in store.global_state if k not in local]
     for client in range(NUM_CLIENTS):
-        sim.load_client(client)
+        store.load_client(sim.fed.model, client)
         state = sim.fed.model.state_dict()
-        assert all(torch.equal(state[k], sim.global_state[k]) for k in shared)
+        assert all(torch.equal(state[k], store.global_state[k]) for k in shared)
 
 
 def test_evaluation_is_per_client_with_its_own_bn_on_its_own_test_split(sim):
     fed, test = sim.fed, sim.fed.data.test
-    assert sim.personalized and fed.client_test is not None
+    client_test = [r.test_indices for r in fed.clients]
+    assert sim.personalized and all(idx is not None for idx in client_test)
     own, borrowed = [], []
     for client in range(NUM_CLIENTS):
-        idx = fed.client_test[client]
-        assert torch.all(test.domain[idx] == fed.data.train.domain[fed.client_indices[client][0]])
-        sim.load_client(client)
+        idx = client_test[client]
+        assert torch.all(test.domain[idx] == fed.data.train.domain[fed.clients[client].indices[0]])
+        sim.store.load_client(fed.model, client)
         own.append(evaluate(fed.model, test.x[idx], test.y[idx])[0])
-        fed.model.load_state_dict(sim.global_state)
+        fed.model.load_state_dict(sim.store.global_state)
         borrowed.append(evaluate(fed.model, test.x[idx], test.y[idx])[0])
     assert sim.summary["final_test_acc"] == pytest.approx(sum(own) / NUM_CLIENTS)
     assert own != borrowed  # the clients' own BN state matters

@@ -17,7 +17,8 @@ class Evaluator:
         fed, store = self.fed, self.store
         return EvalContext(
             model=fed.model,
-            test=fed.data.test,
+            test_x=fed.data.test.x,
+            test_y=fed.data.test.y,
             load_global=lambda: fed.model.load_state_dict(store.global_state),
             load_client=lambda c: store.load_client(fed.model, c),
             client_test=[r.test_indices for r in store.records],

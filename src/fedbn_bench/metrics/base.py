@@ -13,17 +13,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedbn_bench.data import Split
 from fedbn_bench.registry import Registry
 
 
 @dataclass
 class EvalContext:
     """What a metric may use: the model, ways to load the global or a client's state into it,
-    the test split, the clients' test indices and the per-domain test indices."""
+    the test inputs and labels (on the device), the clients' test indices and the per-domain
+    test indices."""
 
     model: nn.Module
-    test: Split
+    test_x: torch.Tensor
+    test_y: torch.Tensor
     load_global: Callable[[], None]
     load_client: Callable[[int], None]
     client_test: list[torch.Tensor | None]

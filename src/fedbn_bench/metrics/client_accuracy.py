@@ -12,7 +12,7 @@ class ClientAccuracy(Metric):
         accs, losses = [], []
         for client, idx in enumerate(ctx.client_test):
             ctx.load_client(client)
-            x, y = (ctx.test.x, ctx.test.y) if idx is None else (ctx.test.x[idx], ctx.test.y[idx])
+            x, y = (ctx.test_x, ctx.test_y) if idx is None else (ctx.test_x[idx], ctx.test_y[idx])
             acc, loss = evaluate(ctx.model, x, y, ctx.batch_size)
             accs.append(acc)
             losses.append(loss)

@@ -10,5 +10,5 @@ class DomainAccuracy(Metric):
         if not ctx.domain_test:
             return {}
         ctx.load_global()
-        return {f"acc_{name}": evaluate(ctx.model, ctx.test.x[idx], ctx.test.y[idx], ctx.batch_size)[0]
+        return {f"acc_{name}": evaluate(ctx.model, ctx.test_x[idx], ctx.test_y[idx], ctx.batch_size)[0]
                 for name, idx in ctx.domain_test.items()}

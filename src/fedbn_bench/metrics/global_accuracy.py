@@ -8,5 +8,5 @@ from fedbn_bench.metrics.base import METRICS, EvalContext, Metric, evaluate
 class GlobalAccuracy(Metric):
     def __call__(self, ctx: EvalContext) -> dict[str, float]:
         ctx.load_global()
-        acc, loss = evaluate(ctx.model, ctx.test.x, ctx.test.y, ctx.batch_size)
+        acc, loss = evaluate(ctx.model, ctx.test_x, ctx.test_y, ctx.batch_size)
         return {"test_acc": acc, "test_loss": loss}
