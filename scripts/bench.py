@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -49,7 +50,9 @@ from fedbn_bench.algorithms import build_algorithm
 from fedbn_bench.config.schema import register_schemas
 from fedbn_bench.data import DatasetBundle, Split
 from fedbn_bench.engine.select import select_engine
-from fedbn_bench.engine.simulation import Federation, RunSettings, Simulation
+from fedbn_bench.engine.federation import ClientRecord, Federation
+from fedbn_bench.engine.settings import RunSettings
+from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.models import build_model
 from fedbn_bench.norms import build_norm
 from fedbn_bench.records.loggers import NullLogger
@@ -122,7 +125,7 @@ def synthetic_federation(preset: Preset, cfg, device: torch.device):
 def engine_rounds(preset: Preset, cfg, device: torch.device, engine: str, rounds: int) -> tuple[Simulation, str]:
     _, labels, x, _, clients, norm, algo, model = synthetic_federation(preset, cfg, device)
     data = DatasetBundle("synthetic", Split(x, labels), Split(x[:10], labels[:10]), 10).to(device)
-    fed = Federation(data, [c.to(device) for c in clients], model.to(device), norm, algo)
+    fed = Federation(data, [ClientRecord(c.to(device)) for c in clients], model.to(device), norm, algo)
     batch_size = algo.batch_size(cfg.batch_size, cfg.clients_per_round)
     backend = select_engine(engine, fed, batch_size, cfg.clients_per_round, device)
     settings = RunSettings(rounds=rounds, clients_per_round=cfg.clients_per_round, batch_size=cfg.batch_size,
@@ -248,9 +251,9 @@ def measure(preset_name: str, config: str, rounds: int, warmup: int, device: tor
         sim, backend = engine_rounds(preset, cfg, device, engine, warmup + rounds)
 
         def step(r: int) -> int:
-            before = sim.samples_seen
+            before = sim.rounds.samples_seen
             sim.run_round(r)
-            return sim.samples_seen - before
+            return sim.rounds.samples_seen - before
 
     walls, cpus, samples = [], [], []
     for r in range(warmup + rounds):
@@ -273,13 +276,19 @@ def measure(preset_name: str, config: str, rounds: int, warmup: int, device: tor
             "peak_mem_mib": peak, "mem_kind": kind}
 
 
-def run_child(args: argparse.Namespace, config: str) -> dict:
-    cmd = [sys.executable, __file__, "--preset", args.preset, "--child", config, "--rounds", str(args.rounds),
+def run_child(args: argparse.Namespace, config: str, tree: Path = ROOT) -> dict:
+    """Time ``config`` in a fresh process, with the package and this script of checkout ``tree``."""
+    script = tree / "scripts" / "bench.py"
+    cmd = [sys.executable, str(script), "--preset", args.preset, "--child", config, "--rounds", str(args.rounds),
            "--warmup", str(args.warmup), "--device", args.device, *[f"--override={o}" for o in args.override]]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=tree, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{config} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    if tree != ROOT:
+        row["config"] = f"baseline:{config}"
+    return row
 
 
 def main() -> None:
@@ -292,6 +301,9 @@ def main() -> None:
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"subset of {','.join(CONFIGS)}")
     parser.add_argument("--override", action="append", default=[],
                         help="extra Hydra override for every configuration, e.g. --override batch_size=16")
+    parser.add_argument("--baseline", type=Path,
+                        help="another checkout (e.g. a `git worktree` of an older commit) whose configurations "
+                             "are timed in the same invocation, interleaved, as rows `baseline:<config>`")
     parser.add_argument("--out", default=str(ROOT / "results" / "bench"))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -301,10 +313,12 @@ def main() -> None:
         print(json.dumps(measure(args.preset, args.child, args.rounds, args.warmup, device, args.override)))
         return
     configs = [*args.configs.split(","), "auto"]
-    runs: dict[str, list[dict]] = {c: [] for c in configs}
+    trees = [(c, ROOT) for c in configs] + ([(c, args.baseline.resolve()) for c in configs] if args.baseline else [])
+    runs: dict[str, list[dict]] = {}
     for r in range(args.repeats):
-        for config in configs if r % 2 == 0 else configs[::-1]:
-            runs[config].append(run_child(args, config))
+        for config, tree in trees if r % 2 == 0 else trees[::-1]:
+            row = run_child(args, config, tree)
+            runs.setdefault(row["config"], []).append(row)
     rows = {c: min(results, key=lambda row: row["s_per_round"]) for c, results in runs.items()}
     import pandas as pd
 

@@ -22,6 +22,7 @@ from fedbn_bench.engine.select import select_engine
 from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.errors import ConfigError
+from fedbn_bench.metrics import METRICS
 from fedbn_bench.models import build_model
 from fedbn_bench.norms import build_norm
 from fedbn_bench.partition import make_partition, partition_params, partition_table
@@ -85,6 +86,9 @@ def build_federation(cfg: DictConfig, device: torch.device) -> tuple[Federation,
 def run_experiment(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     """Validate, build and run the experiment described by ``cfg``; write its records to ``run_dir``."""
     validate_config(cfg)
+    aggregator = AGGREGATORS.get(cfg.aggregator.name)(cfg.aggregator)
+    transforms = [TRANSFORMS.get(t.name)(t) for t in cfg.transforms]
+    metrics = [METRICS.get(name)() for name in cfg.metrics]
     device = resolve_device(cfg.device)
     config = OmegaConf.to_container(cfg, resolve=True)
     checkpoint = None
@@ -117,10 +121,8 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     logger = make_logger(cfg.logger, Path(run_dir), config, name)
     batch_size = fed.algo.batch_size(cfg.batch_size, cfg.clients_per_round)
     engine = select_engine(cfg.engine.name, fed, batch_size, cfg.clients_per_round, device, cfg.engine.channels_last)
-    aggregator = AGGREGATORS.get(cfg.aggregator.name)(cfg.aggregator)
-    transforms = [TRANSFORMS.get(t.name)(t) for t in cfg.transforms]
     sim = Simulation(fed, settings, recorder, logger, engine=engine, config=config, aggregator=aggregator,
-                     transforms=transforms)
+                     transforms=transforms, extra_metrics=metrics)
     if checkpoint is not None:
         sim.restore(checkpoint)
     return sim.run()

@@ -61,6 +61,7 @@ class Config:
     algo: Any = MISSING
     aggregator: Any = MISSING
     transforms: list[Any] = field(default_factory=list)
+    metrics: list[str] = field(default_factory=list)
     engine: EngineConfig = MISSING
     logger: LoggerConfig = MISSING
     seed: int = 0

@@ -44,9 +44,10 @@ class Simulation:
 
     def __init__(self, fed: Federation, settings: RunSettings, recorder: RunRecorder, logger: Logger,
                  engine: str = "loop", config: Optional[dict[str, Any]] = None, aggregator: Optional[Aggregator] = None,
-                 transforms: Sequence[UpdateTransform] = (), metrics: Optional[Sequence[Metric]] = None) -> None:
+                 transforms: Sequence[UpdateTransform] = (), extra_metrics: Sequence[Metric] = ()) -> None:
         """``engine`` is ``loop``, ``vmap`` or ``packed`` (already checked, see ``select.py``);
-        ``config`` (the resolved run config) is stored in checkpoints to check a resumption."""
+        ``config`` (the resolved run config) is stored in checkpoints to check a resumption;
+        ``extra_metrics`` are evaluated after the default ones (``default_metrics``)."""
         self.fed, self.s = fed, settings
         model, algo, norm = fed.model, fed.algo, fed.norm
         if settings.channels_last and engine == "loop":
@@ -61,8 +62,8 @@ class Simulation:
         self.engine = engine
         self.backend = BACKENDS[engine](context)
         self.rounds = RoundRunner(fed, self.store, self.backend, settings, aggregator or Aggregator(), transforms)
-        metric_list = default_metrics(self.personalized) if metrics is None else metrics
-        self.evaluator = Evaluator(fed, self.store, metric_list, settings.eval_batch_size)
+        metrics = [*default_metrics(self.personalized), *extra_metrics]
+        self.evaluator = Evaluator(fed, self.store, metrics, settings.eval_batch_size)
         self.loop = RunLoop(fed, self.store, self.rounds, self.evaluator, settings, recorder, logger, config)
 
     def run_round(self, round_idx: int) -> torch.Tensor:
