@@ -126,8 +126,9 @@ class StackedBackend(Backend):
             stats = pre_stats[i] if pre_stats[i] is not None else self.statistics(state, i, len(job.indices))
             own = {k: state[k][i].clone() for k in ctx.local_keys}
             loss = loss_sum[i] / max(job.steps, 1)
-            results[order[i]] = self.result(job, unstack_tree(upload, i), unstack_tree(extras, i),
-                                            unstack_tree(algo_state, i), stats, own, loss)
+            upload_i = {k: v[i] for k, v in upload.items()}  # views of a fresh stack, consumed this round
+            results[order[i]] = self.result(job, upload_i, unstack_tree(extras, i), unstack_tree(algo_state, i),
+                                            stats, own, loss)
         return results
 
     def statistics(self, state: State, i: int, num_samples: int):
