@@ -2,7 +2,7 @@
 
 The algorithms' client updates and the norms' hooks are written on such trees so that the same
 code runs for one client (``engine=loop``: plain tensors) and for a stack (``vmap``, ``packed``:
-a leading client axis). These helpers stack, unstack and slice them, and expand a per-client
+a leading client axis). These helpers unstack and slice them (``engine/backends/stacked.py`` stacks them in its layouts), and expand a per-client
 value so that it broadcasts against a per-client tensor either way.
 """
 from __future__ import annotations
@@ -19,14 +19,6 @@ def tree_map(fn: Callable[[torch.Tensor], torch.Tensor], tree: Tree) -> Tree:
     if isinstance(tree, dict):
         return {k: tree_map(fn, v) for k, v in tree.items()}
     return fn(tree)
-
-
-def stack_trees(trees: list[Tree]) -> Tree:
-    """One tree whose tensors carry a leading client axis (all trees with the same structure)."""
-    first = trees[0]
-    if isinstance(first, dict):
-        return {k: stack_trees([t[k] for t in trees]) for k in first}
-    return torch.stack([t.detach() for t in trees])
 
 
 def unstack_tree(tree: Tree, i: int) -> Tree:
@@ -46,7 +38,3 @@ def per_client(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """``value`` (shape ``()`` for one client, ``(n,)`` for a stack) shaped to broadcast against
     ``like`` (``(...)`` or ``(n, ...)``)."""
     return value.reshape(value.shape + (1,) * (like.dim() - value.dim()))
-
-
-def clone_tree(tree: Tree) -> Tree:
-    return tree_map(lambda t: t.detach().clone(), tree)
