@@ -11,6 +11,7 @@ from torch import nn
 from conftest import compose_config
 from fedbn_bench import runner
 from fedbn_bench.engine.simulation import Simulation
+from fedbn_bench.errors import ConfigError
 from fedbn_bench.metrics import evaluate
 from fedbn_bench.norms import build_norm
 from fedbn_bench.runner import run_experiment
@@ -133,3 +134,41 @@ def test_evaluation_is_per_client_with_its_own_bn_on_its_own_test_split(sim):
 def test_fedbn_builds_plain_batchnorm_layers():
     norm = build_norm(compose_config(["norm=fedbn"]).norm)
     assert isinstance(norm.norm_layer(8, 2), nn.BatchNorm2d) and isinstance(norm.norm_layer(8, 1), nn.BatchNorm1d)
+
+
+def run_spy(tmp_path, overrides: list[str]) -> Spy:
+    """A short FedBN run through ``Spy`` (see the ``sim`` fixture)."""
+    mp = pytest.MonkeyPatch()
+    mp.setattr(runner, "Simulation", Spy)
+    try:
+        assert run_experiment(compose_config(overrides), tmp_path)["status"] == "completed"
+    finally:
+        mp.undo()
+    return Spy.last
+
+
+@pytest.mark.parametrize("weighting", ["uniform", "size"])
+def test_shared_weights_are_averaged_as_configured_with_unequal_clients(tmp_path, weighting):
+    """Alg. 1 line 8 averages the shared weights with 1/K (``uniform``, the default); ``size``
+    weights them by training-data size (FedAvg). Dirichlet(0.1) gives clearly unequal clients."""
+    overrides = ["norm=fedbn", "model=simple_cnn", "partition=dirichlet", "alpha=0.1", "num_clients=4",
+                 "rounds=1", "algo.local_steps=2", "batch_size=8"]
+    sim = run_spy(tmp_path, overrides if weighting == "uniform" else [*overrides, f"norm.weighting={weighting}"])
+    _, updates, _, out = sim.updates[-1]
+    sizes = torch.tensor([sim.store.records[u.client].size for u in updates], dtype=torch.float64)
+    assert len(updates) == 4 and sizes.max() > 2 * sizes.min()
+    uniform = torch.full_like(sizes, 1 / len(sizes))
+    expected, other = (uniform, sizes / sizes.sum()) if weighting == "uniform" else (sizes / sizes.sum(), uniform)
+    for key, value in out.items():
+        stacked = torch.stack([u.weights[key].double() for u in updates])
+        mean = torch.tensordot(expected, stacked, dims=1)
+        torch.testing.assert_close(value.double(), mean, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(sim.store.global_state[key].double(), mean, rtol=1e-5, atol=1e-6)
+    key = next(k for k in out if k.endswith("weight"))
+    stacked = torch.stack([u.weights[key].double() for u in updates])
+    assert not torch.allclose(out[key].double(), torch.tensordot(other, stacked, dims=1))  # the two rules differ
+
+
+def test_unknown_weighting_is_one_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="norm.weighting='mean' is unknown; allowed: uniform, size"):
+        run_experiment(compose_config(["norm=fedbn", "debug=default", "norm.weighting=mean"]), tmp_path)
