@@ -579,3 +579,82 @@ def test_partition_params_drop_the_name_and_resolve():
     cfg = OmegaConf.create({"alpha": 0.2, "partition": {"name": "dirichlet", "alpha": "${alpha}", "min_size": 3}})
     assert partition_params(cfg.partition) == {"alpha": 0.2, "min_size": 3}
     assert partition_params({"name": "iid"}) == {}
+
+
+# ----------------------------------------------------------------------------
+# dirichlet schemes: per_class (HBN's code, NIID-Bench) and per_client (Hsu et al. 2019)
+# ----------------------------------------------------------------------------
+
+
+def test_dirichlet_per_class_is_the_default_and_unchanged():
+    labels = LABELS["balanced"]
+    default = make_partition("dirichlet", labels, 10, 0, alpha=0.5)
+    assert same(default, make_partition("dirichlet", labels, 10, 0, alpha=0.5, scheme="per_class"))
+    # pinned: the sizes this draw had before the per_client scheme existed (results stay valid)
+    assert [p.numel() for p in default] == [124, 108, 97, 121, 80, 49, 97, 124, 116, 84]
+    assert compose_config([]).partition.scheme == "per_class"
+
+
+@pytest.mark.parametrize("label_set", sorted(LABELS))
+@pytest.mark.parametrize("n_clients", [7, 10, 33])
+@pytest.mark.parametrize("alpha", [0.05, 0.5, 50.0])
+def test_dirichlet_per_client_exact_invariants(label_set, n_clients, alpha):
+    labels = LABELS[label_set]
+    n = labels.numel()
+    parts = make_partition("dirichlet", labels, n_clients, 3, alpha=alpha, scheme="per_client")
+    assert_valid_partition(parts, n, n_clients)  # disjoint and covering
+    sizes = [p.numel() for p in parts]
+    base, rem = divmod(n, n_clients)
+    assert sizes == [base + 1] * rem + [base] * (n_clients - rem)  # N/n each, larger ones first
+    assert same(parts, make_partition("dirichlet", labels, n_clients, 3, alpha=alpha, scheme="per_client"))
+    assert not same(parts, make_partition("dirichlet", labels, n_clients, 4, alpha=alpha, scheme="per_client"))
+
+
+@pytest.mark.parametrize("label_set", sorted(LABELS))
+@pytest.mark.parametrize("scheme", ["per_class", "per_client"])
+def test_dirichlet_schemes_approach_iid_for_large_alpha(label_set, scheme):
+    """Large alpha: every client's label mix is the global one (for per_client: the prior p of
+    Dir(alpha * p), so the unbalanced set checks that the prior is used, not a uniform vector)."""
+    labels = LABELS[label_set]
+    skew = [mean_tv(labels, make_partition("dirichlet", labels, 10, s, alpha=a, scheme=scheme, min_size=0))
+            for s in range(3) for a in (1e4, 0.1)]
+    iid_like, skewed = skew[0::2], skew[1::2]
+    assert max(iid_like) < 0.03 and min(skewed) > 0.3, skew
+
+
+def test_dirichlet_per_client_tiny_alpha_one_dominant_class():
+    labels = LABELS["balanced"]  # 100 per class; 20 clients of 50: one class can fill two clients
+    for seed in range(5):
+        parts = make_partition("dirichlet", labels, 20, seed, alpha=0.01, scheme="per_client")
+        top = [int(torch.bincount(labels[p], minlength=K).max()) / p.numel() for p in parts]
+        assert min(top) >= 0.9 and sum(top) / len(top) >= 0.98, top
+        assert {p.numel() for p in parts} == {50}
+    # per_class at the same alpha gives unequal sizes (some clients nearly empty)
+    sizes = [p.numel() for p in make_partition("dirichlet", labels, 20, 0, alpha=0.01, min_size=0)]
+    assert max(sizes) - min(sizes) > 50
+
+
+def test_dirichlet_per_client_classes_run_out_and_absent_labels():
+    # 3 present classes of very different sizes, label 1 absent; small alpha makes clients compete
+    labels = torch.tensor([0] * 5 + [2] * 40 + [3] * 15)
+    for seed in range(10):
+        parts = make_partition("dirichlet", labels, 6, seed, alpha=0.05, scheme="per_client")
+        assert_valid_partition(parts, 60, 6)
+        assert [p.numel() for p in parts] == [10] * 6
+
+
+def test_dirichlet_min_size_zero_keeps_empty_clients():
+    labels = LABELS["balanced"]
+    sizes = [p.numel() for p in make_partition("dirichlet", labels, 50, 0, alpha=0.05, min_size=0)]
+    assert min(sizes) == 0 and sum(sizes) == labels.numel()
+
+
+def test_dirichlet_bad_scheme_names_the_key():
+    with pytest.raises(PartitionError) as e:
+        make_partition("dirichlet", LABELS["balanced"], 10, 0, alpha=0.5, scheme="hsu")
+    assert "scheme" in str(e.value) and "per_class, per_client" in str(e.value) and "'hsu'" in str(e.value)
+
+
+def test_dirichlet_scheme_composes_from_the_command_line():
+    p = compose_config(["partition=dirichlet", "partition.scheme=per_client", "alpha=0.3"]).partition
+    assert partition_params(p) == {"alpha": 0.3, "min_size": 10, "scheme": "per_client"}

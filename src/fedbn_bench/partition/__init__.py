@@ -11,7 +11,8 @@ composed ``cfg.partition`` runs as
 Available partitions (see each module for details):
 
 ``iid``        random permutation cut into near-equal parts
-``dirichlet``  label skew, per-class proportions ~ Dir(alpha)   (Hsu et al. 2019)
+``dirichlet``  label skew ~ Dir(alpha): per-class over clients (HBN's code, NIID-Bench) or
+               per-client over classes with equal sizes (Hsu et al. 2019)
 ``shards``     ``classes_per_client`` classes per client, or McMahan's sorted shards
 ``gamma``      gamma-similarity (FBN paper, section 4)
 ``domains``    feature shift: each client holds samples of one domain (FedBN)
