@@ -64,7 +64,8 @@ def build_federation(cfg: DictConfig, device: torch.device) -> tuple[Federation,
     algo = build_algorithm(cfg.algo)
     batch_size = algo.batch_size(cfg.batch_size, cfg.clients_per_round)
     clients = [torch.cat(parts)] if algo.pools_clients else parts
-    validate_client_sizes([len(c) for c in clients], batch_size, needs_two=norm.uses_batch_statistics)
+    validate_client_sizes([len(c) for c in clients], batch_size, needs_two=norm.uses_batch_statistics,
+                          small_clients=cfg.small_clients)
     model = build_model(cfg.model.name, norm.norm_layer, data.input_shape, data.num_classes, **cfg.model.options)
     model = norm.prepare_model(model)
     client_test: list = [None] * len(clients)

@@ -4,15 +4,20 @@ Each failure raises ``ConfigError`` naming the key and what is allowed, before d
 """
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fedbn_bench.algorithms.schedules import validate_schedule
 from fedbn_bench.errors import ConfigError
+from fedbn_bench.partition.dirichlet import SCHEMES
+
+log = logging.getLogger("fedbn_bench")
 
 DEVICES = ("auto", "cpu", "cuda")
 ENGINES = ("auto", "loop", "vmap", "packed")
 LOGGERS = ("wandb", "none")
 LOGGER_MODES = ("offline", "online", "disabled")
+SMALL_CLIENTS = ("refuse", "skip")
 
 
 def _require(ok: bool, message: str) -> None:
@@ -25,6 +30,8 @@ def validate_config(cfg: Any) -> None:
     p = cfg.partition
     if p.name == "dirichlet":
         _require(p.alpha > 0, f"alpha={p.alpha} is invalid: the Dirichlet concentration `alpha` must be > 0")
+        _require(p.scheme in SCHEMES,
+                 f"partition.scheme='{p.scheme}' is unknown; allowed: {', '.join(SCHEMES)}")
     if p.name == "gamma":
         _require(0 <= p.gamma <= 1, f"gamma={p.gamma} is invalid: gamma-similarity `gamma` must be in [0, 1]")
     _require(cfg.seed >= 0, f"seed={cfg.seed} is invalid: `seed` must be >= 0")
@@ -41,6 +48,10 @@ def validate_config(cfg: Any) -> None:
         f"checkpoint_every={cfg.checkpoint_every} is invalid: must be >= 0 (0 writes no checkpoint)",
     )
     _require(cfg.algo.lr > 0, f"lr={cfg.algo.lr} is invalid: the learning rate `lr` must be > 0")
+    _require(
+        cfg.small_clients in SMALL_CLIENTS,
+        f"small_clients='{cfg.small_clients}' is unknown; allowed: {', '.join(SMALL_CLIENTS)}",
+    )
     _require(cfg.device in DEVICES, f"device='{cfg.device}' is unknown; allowed: {', '.join(DEVICES)}")
     _require(cfg.engine.name in ENGINES, f"engine.name='{cfg.engine.name}' is unknown; allowed: {', '.join(ENGINES)}")
     _require(cfg.logger.name in LOGGERS, f"logger.name='{cfg.logger.name}' is unknown; allowed: {', '.join(LOGGERS)}")
@@ -54,13 +65,29 @@ def validate_config(cfg: Any) -> None:
         raise ConfigError(str(err)) from None
 
 
-def validate_client_sizes(sizes: list[int], batch_size: int, needs_two: bool) -> None:
-    """Every client must hold at least one full batch (and BN needs batches of two or more)."""
-    smallest = min(sizes)
-    client = sizes.index(smallest)
+def validate_client_sizes(sizes: list[int], batch_size: int, needs_two: bool, small_clients: str = "refuse") -> None:
+    """Clients smaller than one batch (local batches drop the last partial one, so they cannot train).
+
+    ``small_clients="refuse"``: every client must hold a full batch.  ``"skip"`` (HBN's code,
+    ``FedAvg_main.py`` and its siblings: a sampled client with fewer than B samples neither trains
+    nor uploads, ``engine.sampling.participating``): at least one client must hold a batch, and a
+    warning says how many never train.  BN also needs batches of two or more.
+    """
+    small = [i for i, size in enumerate(sizes) if size < batch_size]
+    if small_clients == "refuse" and small:
+        client = min(range(len(sizes)), key=sizes.__getitem__)
+        raise ConfigError(
+            f"batch_size={batch_size} is larger than client {client}'s data ({sizes[client]} samples; "
+            f"{len(small)} of {len(sizes)} clients hold fewer than {batch_size}); lower `batch_size` or "
+            "`num_clients`, raise `partition.min_size`, or set `small_clients=skip` to leave such "
+            "clients out of every round (HBN's code)"
+        )
     _require(
-        batch_size <= smallest,
-        f"batch_size={batch_size} is larger than client {client}'s data ({smallest} samples); "
-        "lower `batch_size` or `num_clients`, or raise `partition.min_size`",
+        len(small) < len(sizes),
+        f"small_clients=skip but no client holds a full batch of batch_size={batch_size} (largest client: "
+        f"{max(sizes)} samples); lower `batch_size` or `num_clients`",
     )
+    if small:
+        log.warning("small_clients=skip: %d of %d clients hold fewer than batch_size=%d samples and will never "
+                    "train or upload", len(small), len(sizes), batch_size)
     _require(not needs_two or batch_size >= 2, "batch_size=1 is invalid with batch statistics: `batch_size` must be >= 2")

@@ -6,7 +6,7 @@ kind of draw has its own stream key, so adding draws of one kind never shifts an
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -39,6 +39,19 @@ def sample_clients(num_clients: int, per_round: int, gen: torch.Generator) -> li
     if per_round >= num_clients:
         return list(range(num_clients))
     return sorted(torch.randperm(num_clients, generator=gen)[:per_round].tolist())
+
+
+def participating(clients: Sequence[int], sizes: torch.Tensor, batch_size: int) -> list[int]:
+    """The sampled ``clients`` that take part in the round: those holding at least one full batch.
+
+    ``sizes[c]`` is client ``c``'s number of samples. A client with fewer than ``batch_size``
+    samples has no full batch (``draw_batches`` drops the partial one), so, as in HBN's code
+    (``FedAvg_main.py`` and its siblings), it neither trains nor uploads, and the round's
+    aggregation weights are those of the remaining clients. Such clients exist only under
+    ``small_clients=skip`` (``config.validate.validate_client_sizes`` refuses them otherwise, so
+    this returns ``clients`` unchanged there). The result may be empty.
+    """
+    return [c for c in clients if int(sizes[c]) >= batch_size]
 
 
 def draw_batches(indices: torch.Tensor, batch_size: int, steps: int, gen: torch.Generator) -> torch.Tensor:
