@@ -1,6 +1,7 @@
 """What is simulated: data on the device, the clients' records, the model and the strategies."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -9,7 +10,12 @@ from torch import nn
 
 from fedbn_bench.algorithms.base import Algorithm
 from fedbn_bench.data import DatasetBundle
+from fedbn_bench.data.registry import make_generator
 from fedbn_bench.norms.base import NormMethod
+
+VALIDATION_STREAM = 61
+"""Stream tag of the validation split's generators, ``(seed, VALIDATION_STREAM, client)`` (the
+dataset loaders use tags 11-51)."""
 
 
 @dataclass
@@ -43,3 +49,17 @@ class Federation:
     @property
     def num_clients(self) -> int:
         return len(self.clients)
+
+
+def hold_out_validation(indices: torch.Tensor, fraction: float, seed: int,
+                        client: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(train, validation)``: ``max(1, floor(fraction·n))`` of a client's ``n`` training
+    ``indices``, drawn uniformly at random (not stratified: FedBN's code holds out a tail of each
+    site's shuffled training list) with a generator of ``(seed, client)`` only, become its
+    validation indices; the rest stay for training. Both keep the order of ``indices``."""
+    n = len(indices)
+    held_out = max(1, math.floor(fraction * n + 1e-9))  # the epsilon keeps e.g. 0.3 * 10 at 3
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[torch.randperm(n, generator=make_generator(seed, VALIDATION_STREAM, client))[:held_out]] = True
+    mask = mask.to(indices.device)
+    return indices[~mask], indices[mask]

@@ -20,7 +20,8 @@ from fedbn_bench.registry import Registry
 class EvalContext:
     """What a metric may use: the model, ways to load the global or a client's state into it,
     the test inputs and labels (on the device), the clients' test indices and the per-domain
-    test indices."""
+    test indices; the training inputs and labels with the clients' validation indices into them
+    (``None``: no validation split) and each client's domain name (``None``: no domain)."""
 
     model: nn.Module
     test_x: torch.Tensor
@@ -30,6 +31,15 @@ class EvalContext:
     client_test: list[torch.Tensor | None]
     domain_test: dict[str, torch.Tensor] = field(default_factory=dict)
     batch_size: int = 1024
+    train_x: torch.Tensor | None = None
+    train_y: torch.Tensor | None = None
+    client_val: list[torch.Tensor | None] = field(default_factory=list)
+    client_domain: list[str | None] = field(default_factory=list)
+
+    @property
+    def has_validation(self) -> bool:
+        """Whether every client holds validation indices (``val_fraction > 0``)."""
+        return bool(self.client_val) and all(idx is not None for idx in self.client_val)
 
 
 class Metric:
@@ -52,6 +62,19 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
         correct += (logits.argmax(1) == target).sum()
     n = max(len(y), 1)
     return correct.item() / n, loss.item() / n
+
+
+def mean_over_domains(values: list[float], domains: list[str | None]) -> tuple[float, dict[str, float]]:
+    """The unweighted mean over domains of the per-domain means of the clients' ``values`` (FedBN
+    §5 reports each domain's accuracy and their plain average), with those per-domain means; the
+    unweighted mean over clients (and no per-domain means) when a client has no domain."""
+    if not domains or any(d is None for d in domains):
+        return sum(values) / len(values), {}
+    per_domain: dict[str, list[float]] = {}
+    for value, domain in zip(values, domains):
+        per_domain.setdefault(domain, []).append(value)
+    means = {domain: sum(v) / len(v) for domain, v in per_domain.items()}
+    return sum(means.values()) / len(means), means
 
 
 METRICS: Registry[type[Metric]] = Registry("metric")

@@ -1,21 +1,36 @@
 """Each client's own model on its own test split (the whole test set when it has none), for
-methods that keep state on the clients (FedBN §5, local training): ``test_acc``/``test_loss`` are
-the means over clients, with ``client_acc_mean`` and ``client_acc_min``."""
+methods that keep state on the clients (FedBN §5 and Fig. 5 / Table 1: each client's accuracy
+on its domain's test set, and their average; local training).
+
+Columns: ``client_acc_<i>`` per client; ``acc_<domain>`` (the mean over the domain's clients)
+per domain when the clients have domains; ``test_acc``/``test_loss``, the unweighted mean over
+domains (FedBN's "average") or, without domains, over clients; ``client_acc_mean`` and
+``client_acc_min`` over clients. With a validation split (``val_fraction``), ``val_acc`` and
+``val_loss``: each client's own model on its own validation data, averaged the same way.
+"""
 from __future__ import annotations
 
-from fedbn_bench.metrics.base import METRICS, EvalContext, Metric, evaluate
+from fedbn_bench.metrics.base import METRICS, EvalContext, Metric, evaluate, mean_over_domains
 
 
 @METRICS.register("client_accuracy")
 class ClientAccuracy(Metric):
     def __call__(self, ctx: EvalContext) -> dict[str, float]:
-        accs, losses = [], []
+        test, val = [], []
         for client, idx in enumerate(ctx.client_test):
             ctx.load_client(client)
             x, y = (ctx.test_x, ctx.test_y) if idx is None else (ctx.test_x[idx], ctx.test_y[idx])
-            acc, loss = evaluate(ctx.model, x, y, ctx.batch_size)
-            accs.append(acc)
-            losses.append(loss)
-        mean_acc = sum(accs) / len(accs)
-        return {"test_acc": mean_acc, "test_loss": sum(losses) / len(losses), "client_acc_mean": mean_acc,
-                "client_acc_min": min(accs)}
+            test.append(evaluate(ctx.model, x, y, ctx.batch_size))
+            if ctx.has_validation:
+                val_idx = ctx.client_val[client]
+                val.append(evaluate(ctx.model, ctx.train_x[val_idx], ctx.train_y[val_idx], ctx.batch_size))
+        accs = [acc for acc, _ in test]
+        test_acc, per_domain = mean_over_domains(accs, ctx.client_domain)
+        row = {"test_acc": test_acc, "test_loss": mean_over_domains([loss for _, loss in test], ctx.client_domain)[0],
+               "client_acc_mean": sum(accs) / len(accs), "client_acc_min": min(accs),
+               **{f"client_acc_{client}": acc for client, acc in enumerate(accs)},
+               **{f"acc_{domain}": acc for domain, acc in per_domain.items()}}
+        if val:
+            row["val_acc"] = mean_over_domains([acc for acc, _ in val], ctx.client_domain)[0]
+            row["val_loss"] = mean_over_domains([loss for _, loss in val], ctx.client_domain)[0]
+        return row

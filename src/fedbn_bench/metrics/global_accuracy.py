@@ -1,5 +1,10 @@
-"""Accuracy and loss of the global model on the whole test set (``test_acc``, ``test_loss``)."""
+"""Accuracy and loss of the global model on the whole test set (``test_acc``, ``test_loss``) and,
+with a validation split (``val_fraction``), on the union of the clients' validation data
+(``val_acc``, ``val_loss``: pooled, like ``test_acc``; with equally large validation sets, as
+FedBN's code holds out per site, this is its mean over clients)."""
 from __future__ import annotations
+
+import torch
 
 from fedbn_bench.metrics.base import METRICS, EvalContext, Metric, evaluate
 
@@ -9,4 +14,8 @@ class GlobalAccuracy(Metric):
     def __call__(self, ctx: EvalContext) -> dict[str, float]:
         ctx.load_global()
         acc, loss = evaluate(ctx.model, ctx.test_x, ctx.test_y, ctx.batch_size)
-        return {"test_acc": acc, "test_loss": loss}
+        row = {"test_acc": acc, "test_loss": loss}
+        if ctx.has_validation:
+            idx = torch.cat(ctx.client_val)
+            row["val_acc"], row["val_loss"] = evaluate(ctx.model, ctx.train_x[idx], ctx.train_y[idx], ctx.batch_size)
+        return row
