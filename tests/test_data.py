@@ -593,3 +593,71 @@ def test_cifar100_from_pickle_fixture(tmp_path):
     assert b.num_classes == 100
     assert torch.equal(b.train.y, torch.tensor(ytr)) and torch.equal(b.test.y, torch.tensor(yte))
     assert torch.equal(b.train.x, torch.from_numpy(xtr).float().div(255).view(6, 3, 32, 32))
+
+
+# --------------------------------------------------------------------------- crop padding: black, configurable (audit #10)
+
+
+def _reference_crop_fill(x: torch.Tensor, p: int, dy: int, dx: int, flip: bool, fill: torch.Tensor) -> torch.Tensor:
+    """Per-sample reference: x placed in a canvas of ``fill`` (per channel), window cut, maybe mirrored."""
+    c, h, w = x.shape
+    canvas = fill.view(c, 1, 1).expand(c, h + 2 * p, w + 2 * p).clone()
+    canvas[:, p : p + h, p : p + w] = x
+    out = canvas[:, dy : dy + h, dx : dx + w]
+    return out.flip(-1) if flip else out
+
+
+def test_random_crop_pads_with_the_fill_value_exactly():
+    x = torch.rand(48, 3, 6, 6, generator=torch.Generator().manual_seed(0)) + 0.5  # all > 0
+    fill = torch.tensor([-1.9894, -0.25, -3.0])  # all < 0: every negative output value is padding
+    out = random_crop_flip(x, torch.Generator().manual_seed(5), padding=3, fill=fill)
+    for ch in range(3):
+        border = out[:, ch][out[:, ch] < 0]
+        assert border.numel() > 0 and torch.all(border == fill[ch])  # bit-exact black, per channel
+    for b in range(48):  # and the image part is an exact translation (+ flip) of the input
+        hits = [(dy, dx, f) for dy in range(7) for dx in range(7) for f in (False, True)
+                if torch.equal(_reference_crop_fill(x[b], 3, dy, dx, f, fill), out[b])]
+        assert len(hits) == 1
+    # same draws as without a fill: only the border values differ
+    zero = random_crop_flip(x, torch.Generator().manual_seed(5), padding=3)
+    assert torch.equal(out.clamp(min=0), zero)
+    with pytest.raises(ValueError, match="one value per channel"):
+        random_crop_flip(x, torch.Generator(), padding=3, fill=torch.zeros(2))
+
+
+@pytest.mark.parametrize("p", [2, 4])
+def test_crop_padding_sets_the_offset_range(p):
+    x = torch.rand(200, 1, 5, 5, generator=torch.Generator().manual_seed(1)) + 0.5
+    out = random_crop_flip(x, torch.Generator().manual_seed(2), padding=p, flip=False)
+    offsets = set()
+    for b in range(200):
+        hits = _match(x[b], out[b], p, [False])
+        assert len(hits) == 1
+        offsets.add(hits[0][:2])
+    assert {dy for dy, _ in offsets} == set(range(2 * p + 1)) == {dx for _, dx in offsets}
+
+
+def test_normalized_data_pads_black_and_raw_data_pads_zero(digits, digits_raw):
+    # sklearn digits have black (raw 0) pixels: standardized black is their minimum, exactly
+    mean, std = digits.norm_mean, digits.norm_std
+    assert torch.equal(digits.train.pad_value, (0 - mean) / std)
+    assert torch.equal(digits.train.pad_value, digits.train.x.amin(dim=(0, 2, 3)))
+    assert digits_raw.train.pad_value is None  # raw pixels in [0, 1]: black is 0
+    moved = digits.train.to("cpu")
+    assert torch.equal(moved.pad_value, digits.train.pad_value) and moved.crop_padding == 4
+
+
+def test_crop_padding_option_reaches_the_engines_batches(digits):
+    from fedbn_bench.engine.sampling import AUGMENT_STREAM, client_round_batches, draw_batches, generator
+
+    two = load_dataset("sklearn_digits", crop_padding=2).train
+    assert two.crop_padding == 2
+    idx = torch.arange(64)
+    xb, _ = client_round_batches(two.x, two.y, idx, 8, 3, (0, 1, 2), True, two.crop_padding, two.pad_value)
+    flat = draw_batches(idx, 8, 3, generator(0, 1, 2)).reshape(-1)
+    want = random_crop_flip(two.x[flat], generator(0, 1, 2, AUGMENT_STREAM), 2, fill=two.pad_value)
+    assert torch.equal(xb.reshape(want.shape), want)
+    black = float(two.pad_value[0])
+    assert bool((xb == black).any())  # padding is visible, and it is black
+    with pytest.raises(DatasetError, match=r"crop_padding must be an integer >= 0 \(dataset.options.crop_padding\)"):
+        load_dataset("sklearn_digits", crop_padding=-1)

@@ -12,7 +12,8 @@
    of the *training split as returned by step 2*; the test split uses the same
    statistics.  No fixed per-dataset constants are used, so the train split
    always has mean 0 and std 1 per channel, also under feature shift.  The
-   statistics are kept in ``bundle.norm_mean`` / ``bundle.norm_std``.
+   statistics are kept in ``bundle.norm_mean`` / ``bundle.norm_std``, and the black pixel
+   ``Split.pad_value`` that random crops pad with is mapped the same way.
 
 Everything is returned as CPU tensors; callers move splits with ``.to(device)``.
 """
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 #: options handled by load_dataset itself (valid for every dataset)
-COMMON_OPTIONS = ("normalize", "domain_transforms")
+COMMON_OPTIONS = ("normalize", "domain_transforms", "crop_padding")
 
 
 def channel_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,21 +82,31 @@ def _standardize(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torc
     return ((x - mean.view(shape)) / std.view(shape)).to(torch.float32)
 
 
+def _standardized_black(split: Split, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """``split``'s black pixel (``pad_value``, 0 if unset) after standardizing with ``mean``/``std``."""
+    black = torch.zeros_like(mean) if split.pad_value is None else split.pad_value
+    return ((black - mean) / std).to(torch.float32)
+
+
 def normalize_bundle(bundle: DatasetBundle) -> DatasetBundle:
-    """Standardize both splits with the train split's per-channel mean/std.
+    """Standardize both splits with the train split's per-channel mean/std (and their black pixel).
 
     Lazy (memory-mapped) splits take their statistics from the cache's stored pixel sums and
     fold the standardization into their per-channel affine map.
     """
     if is_lazy(bundle.train.x):
         mean, std = bundle.train.x.channel_stats()
-        bundle.train = Split(bundle.train.x.standardized(mean, std), bundle.train.y, bundle.train.domain)
-        bundle.test = Split(bundle.test.x.standardized(mean, std), bundle.test.y, bundle.test.domain)
+        bundle.train = Split(bundle.train.x.standardized(mean, std), bundle.train.y, bundle.train.domain,
+                             _standardized_black(bundle.train, mean, std))
+        bundle.test = Split(bundle.test.x.standardized(mean, std), bundle.test.y, bundle.test.domain,
+                            _standardized_black(bundle.test, mean, std))
         bundle.norm_mean, bundle.norm_std = mean, std
         return bundle
     mean, std = channel_stats(bundle.train.x)
-    bundle.train = Split(_standardize(bundle.train.x, mean, std), bundle.train.y, bundle.train.domain)
-    bundle.test = Split(_standardize(bundle.test.x, mean, std), bundle.test.y, bundle.test.domain)
+    bundle.train = Split(_standardize(bundle.train.x, mean, std), bundle.train.y, bundle.train.domain,
+                         _standardized_black(bundle.train, mean, std))
+    bundle.test = Split(_standardize(bundle.test.x, mean, std), bundle.test.y, bundle.test.domain,
+                        _standardized_black(bundle.test, mean, std))
     bundle.norm_mean, bundle.norm_std = mean, std
     return bundle
 
@@ -133,7 +144,9 @@ def load_dataset(
             ``sklearn_digits``, ``samples_per_class`` for ``toy_gaussian``)
             plus the common ``normalize`` (bool; default per dataset) and
             ``domain_transforms`` (list of transform names, overriding the
-            default order).  An option set to ``None`` means "use the default".
+            default order) and ``crop_padding`` (int >= 0, default 4: pixels
+            per side of the random crop, ``Split.crop_padding`` of the train
+            split).  An option set to ``None`` means "use the default".
 
     Raises:
         DatasetError: unknown name or option, bad value, missing files, failed download.
@@ -148,6 +161,9 @@ def load_dataset(
 
     options = {k: v for k, v in options.items() if v is not None}
     normalize = options.pop("normalize", None)
+    crop_padding = options.pop("crop_padding", 4)
+    if isinstance(crop_padding, bool) or not isinstance(crop_padding, int) or crop_padding < 0:
+        raise DatasetError(f"crop_padding must be an integer >= 0 (dataset.options.crop_padding), got {crop_padding!r}")
     domain_transforms: Sequence[str] | None = options.pop("domain_transforms", None)
     if isinstance(domain_transforms, str):
         domain_transforms = [domain_transforms]
@@ -176,8 +192,8 @@ def load_dataset(
             )
         x_tr, d_tr = apply_feature_shift(bundle.train.x, bundle.train.y, names, int(seed), 0)
         x_te, d_te = apply_feature_shift(bundle.test.x, bundle.test.y, names, int(seed), 1)
-        bundle.train = Split(x_tr, bundle.train.y, d_tr)
-        bundle.test = Split(x_te, bundle.test.y, d_te)
+        bundle.train = Split(x_tr, bundle.train.y, d_tr, bundle.train.pad_value)
+        bundle.test = Split(x_te, bundle.test.y, d_te, bundle.test.pad_value)
         bundle.domain_names = list(names)
 
     if normalize is None:
@@ -190,4 +206,5 @@ def load_dataset(
         split.y = split.y.to(device="cpu", dtype=torch.int64).contiguous()
         if split.domain is not None:
             split.domain = split.domain.to(device="cpu", dtype=torch.int64).contiguous()
+    bundle.train.crop_padding = crop_padding
     return bundle

@@ -3,26 +3,28 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 __all__ = ["random_crop_flip"]
 
 
 def random_crop_flip(
-    x: torch.Tensor, generator: torch.Generator, padding: int = 4, flip: bool = True
+    x: torch.Tensor,
+    generator: torch.Generator,
+    padding: int = 4,
+    flip: bool = True,
+    fill: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Random crop with zero padding plus random horizontal flip, per sample.
+    """Random crop of a padded image plus random horizontal flip, per sample.
 
-    ``x`` is a batch (B, C, H, W) on any device.  Each sample is padded by
-    ``padding`` zeros on every side, cropped back to H x W at an offset drawn
-    uniformly from ``{0, ..., 2 * padding}`` in each direction, and, if
-    ``flip``, mirrored left-right with probability 1/2.  All randomness comes
-    from ``generator`` (which must live on ``x.device``), drawn in the order
-    row offsets, column offsets, flips; the work is two ``gather`` calls, with
-    no Python loop over samples.
+    ``x`` is a batch (B, C, H, W) on any device.  Each sample is padded by ``padding`` pixels on
+    every side, filled per channel with ``fill`` (shape (C,), in the units of ``x``; ``None``
+    means 0), cropped back to H x W at an offset drawn uniformly from ``{0, ..., 2 * padding}`` in
+    each direction, and, if ``flip``, mirrored left-right with probability 1/2.  All randomness
+    comes from ``generator`` (which must live on ``x.device``), drawn in the order row offsets,
+    column offsets, flips; the work is two ``gather`` calls, with no Python loop over samples.
 
-    Note: the padding value is 0 in the units of ``x``; on normalized data
-    that is the training mean rather than black.
+    torchvision's ``RandomCrop(padding=p)`` before ``Normalize`` pads with black; on standardized
+    data that is ``fill = (0 - mean) / std`` per channel (``Split.pad_value`` carries it).
     """
     if x.ndim != 4:
         raise ValueError(f"random_crop_flip expects a (B, C, H, W) batch, got shape {tuple(x.shape)}")
@@ -30,9 +32,14 @@ def random_crop_flip(
     if padding < 0:
         raise ValueError(f"padding must be >= 0, got {padding}")
     b, c, h, w = x.shape
+    if fill is not None and fill.numel() != c:
+        raise ValueError(f"fill must hold one value per channel ({c}), got shape {tuple(fill.shape)}")
     dev = x.device
     if padding > 0:
-        xp = F.pad(x, (padding, padding, padding, padding))
+        xp = x.new_zeros(b, c, h + 2 * padding, w + 2 * padding)
+        if fill is not None:
+            xp.copy_(fill.to(x).view(1, c, 1, 1).expand_as(xp))
+        xp[:, :, padding : padding + h, padding : padding + w] = x
         dy = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=dev)
         dx = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=dev)
     else:

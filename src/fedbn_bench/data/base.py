@@ -27,11 +27,18 @@ class Split:
     ``x`` is float32 with shape ``(N, C, H, W)`` for images or ``(N, D)`` for
     vectors, ``y`` holds int64 class labels of shape ``(N,)`` and ``domain``
     (optional) the int64 domain id of every sample for feature-shift data.
+
+    The training split's random crops (``dataset.augment``) pad ``crop_padding``
+    pixels per side with ``pad_value``: a black pixel per channel, shape ``(C,)``,
+    in the units of ``x`` (``None``: 0, i.e. raw pixels in [0, 1]), as
+    torchvision's ``RandomCrop`` does before ``Normalize``.
     """
 
     x: torch.Tensor
     y: torch.Tensor
     domain: torch.Tensor | None = None
+    pad_value: torch.Tensor | None = None
+    crop_padding: int = 4
 
     def __post_init__(self) -> None:
         n = self.x.shape[0]
@@ -48,6 +55,8 @@ class Split:
             x=self.x.to(device),
             y=self.y.to(device),
             domain=None if self.domain is None else self.domain.to(device),
+            pad_value=None if self.pad_value is None else self.pad_value.to(device),
+            crop_padding=self.crop_padding,
         )
 
     def __len__(self) -> int:

@@ -169,7 +169,8 @@ def load_digits5(
     def split(xs: list[np.ndarray], ys: list[np.ndarray]) -> Split:
         x = torch.from_numpy(np.concatenate(xs)).to(torch.float32).div_(127.5).sub_(1.0)  # (u8/255 - 0.5) / 0.5
         d = torch.cat([torch.full((len(y),), i, dtype=torch.int64) for i, y in enumerate(ys)])
-        return Split(x=x, y=torch.from_numpy(np.concatenate(ys)), domain=d)
+        black = torch.full((x.shape[1],), -1.0)  # FedBN's map sends a black pixel to -1
+        return Split(x=x, y=torch.from_numpy(np.concatenate(ys)), domain=d, pad_value=black)
 
     return DatasetBundle(
         name="digits5", train=split(xs_tr, ys_tr), test=split(xs_te, ys_te), num_classes=10,

@@ -76,15 +76,18 @@ def client_round_batches(
     steps: int,
     keys: tuple[int, int, int],
     augment: bool,
+    padding: int = 4,
+    fill: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """All batches of one client in one round, gathered at once: ``(steps, B, ...)`` inputs and
     ``(steps, B)`` labels. ``keys`` is ``(seed, round, client)``; the batches come from its
-    generator, the augmentation (random crop + flip) from its augmentation stream on ``x``'s device.
+    generator, the augmentation (random crop + flip, ``padding`` pixels of ``fill``: the train
+    split's ``crop_padding`` and ``pad_value``) from its augmentation stream on ``x``'s device.
     Both engines call this, so they see identical batches.
     """
     index_batches = draw_batches(indices, batch_size, steps, generator(*keys))
     flat = index_batches.reshape(-1)
     xb = x[flat]
     if augment:
-        xb = random_crop_flip(xb, generator(*keys, AUGMENT_STREAM, device=xb.device))
+        xb = random_crop_flip(xb, generator(*keys, AUGMENT_STREAM, device=xb.device), padding, fill=fill)
     return xb.view(steps, batch_size, *xb.shape[1:]), y[index_batches]

@@ -53,7 +53,8 @@ class LoopBackend(Backend):
         model = ctx.model
         self.load(job)
         x, y = client_round_batches(ctx.train.x, ctx.train.y, job.indices, ctx.batch_size, job.steps,
-                                    (ctx.seed, round_idx, job.client), ctx.augment)
+                                    (ctx.seed, round_idx, job.client), ctx.augment, ctx.train.crop_padding,
+                                    ctx.train.pad_value)
         pre_stats = self.pre_statistics(job)
         seed_global(ctx.seed, round_idx, job.client)
         batches = ((channels_last_input(xb) if ctx.channels_last else xb, yb) for xb, yb in zip(x, y))
