@@ -117,3 +117,50 @@ def test_schedules():
     assert [learning_rate(1.0, multi, r, 100) for r in (49, 50, 74, 75)] == pytest.approx([1.0, 0.1, 0.1, 0.01])
     expo = OmegaConf.structured(ScheduleConfig(name="exponential", decay=0.998))
     assert learning_rate(0.1, expo, 10, 100) == pytest.approx(0.1 * 0.998**10)
+
+
+def test_gradient_clipping_matches_torch_per_client():
+    """``algo.clip_grad_norm`` (HBN's code: ``clip_grad_norm_(max_norm=10)``) scales each client's
+    gradients by its own total norm, on one client and on a stack of clients alike."""
+    from fedbn_bench.algorithms.base import clip_by_total_norm
+
+    torch.manual_seed(0)
+    clients = [{"a": torch.randn(3, 4) * scale, "b": torch.randn(5) * scale} for scale in (0.1, 10.0)]
+    expected = []
+    for grads in clients:
+        params = [torch.nn.Parameter(torch.zeros_like(g)) for g in grads.values()]
+        for p, g in zip(params, grads.values()):
+            p.grad = g.clone()
+        torch.nn.utils.clip_grad_norm_(params, max_norm=2.0)
+        expected.append({k: p.grad for k, p in zip(grads, params)})
+    for grads, want in zip(clients, expected):
+        norm = torch.zeros(())
+        got = clip_by_total_norm(grads, 2.0, norm)
+        assert norm.item() == pytest.approx(torch.cat([g.flatten() for g in grads.values()]).norm().item())
+        for k in grads:
+            torch.testing.assert_close(got[k], want[k])
+    stack = {k: torch.stack([c[k] for c in clients]) for k in clients[0]}
+    got = clip_by_total_norm(stack, 2.0, torch.zeros(2))
+    for i, want in enumerate(expected):
+        for k in want:
+            torch.testing.assert_close(got[k][i], want[k])
+    assert torch.equal(got["a"][0], stack["a"][0])  # the small client is not clipped
+
+
+@pytest.mark.parametrize("start, first", [("zero", 0.1), ("gradient", 1.0)])
+def test_dsgd_client_momentum_start(start, first):
+    """Audit #9: ByzFL's convention (the FBN group's) starts the momentum at m₀ = 0, so the first
+    message is (1 − β) g; ``momentum_start=gradient`` sends g. The second message is the EMA."""
+    algo = build_algorithm(OmegaConf.create({"name": "dsgd", "lr": 0.1, "client_momentum": 0.9,
+                                             "momentum_start": start, "weight_decay": 0.0, "momentum": 0.0,
+                                             "momentum_carry": "none", "clip_grad_norm": None}))
+    params = {"w": torch.zeros(3)}
+    g1, g2 = torch.tensor([1.0, -2.0, 3.0]), torch.tensor([0.5, 0.5, 0.5])
+    local = algo.start(params, {})
+    algo.step(params, {"w": g1}, local, 0.1)
+    upload, _, keep = algo.finish(params, local)
+    torch.testing.assert_close(upload["w"], first * g1)
+    local = algo.start(params, keep)
+    algo.step(params, {"w": g2}, local, 0.1)
+    upload, _, _ = algo.finish(params, local)
+    torch.testing.assert_close(upload["w"], 0.9 * first * g1 + 0.1 * g2)

@@ -35,8 +35,9 @@ def test_norm_and_algo_build(norm, algo):
     method, algorithm = build_norm(cfg.norm), build_algorithm(cfg.algo)
     model = build_model("fbn_cnn", method.norm_layer, (1, 8, 8), 10)
     x = torch.randn(4, 1, 8, 8)
-    stats = method.before_local_training(model, x)
-    if stats is None:
+    if method.statistics_before_training:
+        stats = method.pass_statistics(model, x, list(method.norm_modules(model)))
+    else:
         model.train()(x)
         stats = method.client_statistics(model, 4)
     assert set(stats) <= {name for name, _ in model.named_modules()}

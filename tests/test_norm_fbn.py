@@ -276,3 +276,38 @@ def test_toy_fbn_error_is_heterogeneity_free_and_naive_grows():
     assert fbn[0][-10:].mean() < 0.05
     assert naive[0] < naive[1] < naive[2]
     assert naive[2] > 20 * fbn[0][-10:].mean()
+
+
+def test_hbn_code_variant_is_the_hbn_authors_fbn_baseline():
+    """Audit #4: HybridBN's FBN layer keeps the round's plain average of batch means and biased
+    variances; its server smooths the size-weighted mean with 0.1 and pools the variances around
+    that smoothed mean over N - 1."""
+    from fedbn_bench.core.updates import LayerStatistics
+    from fedbn_bench.norms import build_norm
+
+    norm = build_norm(compose_config(["norm=fbn", "norm.variant=hbn_code"]).norm)
+    layer = norm.norm_layer(3, 2).double()
+    layer.train()
+    torch.manual_seed(0)
+    batches = [torch.randn(4, 3, 2, 2, dtype=torch.float64) * (1 + k) + k for k in range(3)]
+    for x in batches:
+        layer(x)
+    means = torch.stack([x.mean((0, 2, 3)) for x in batches])
+    variances = torch.stack([x.var((0, 2, 3), unbiased=False) for x in batches])
+    torch.testing.assert_close(layer.running_mean, means.mean(0))
+    torch.testing.assert_close(layer.running_var, variances.mean(0))
+
+    g = torch.Generator().manual_seed(1)
+    sizes = torch.tensor([10.0, 30.0])
+    stats = [{"bn": LayerStatistics(torch.randn(3, generator=g, dtype=torch.float64),
+                                    torch.rand(3, generator=g, dtype=torch.float64) + 0.5,
+                                    torch.tensor(n, dtype=torch.float64))} for n in sizes.tolist()]
+    prev = {"bn.running_mean": torch.randn(3, generator=g, dtype=torch.float64),
+            "bn.running_var": torch.rand(3, generator=g, dtype=torch.float64) + 0.5}
+    out = norm.aggregate_statistics(stats, (sizes / sizes.sum()).double(), Aggregator(), prev)
+    m = [s["bn"].mean for s in stats]
+    v = [s["bn"].var for s in stats]
+    mean = 0.1 * (10 * m[0] + 30 * m[1]) / 40 + 0.9 * prev["bn.running_mean"]
+    var = 0.1 * (10 * (v[0] + (m[0] - mean) ** 2) + 30 * (v[1] + (m[1] - mean) ** 2)) / 39 + 0.9 * prev["bn.running_var"]
+    torch.testing.assert_close(out["bn.running_mean"], mean)
+    torch.testing.assert_close(out["bn.running_var"], var)

@@ -1,6 +1,8 @@
 """HBN (hbn_hybrid_batch_normalisation.txt §3, Alg. 1): the statistics the server aggregates are
-exactly those of the union of the clients' data under the global weights (App. A.2), the λ
-smoothing of Eq. 11, the hybrid rule of Eq. 9 and its per-client factor, and the Table 6 switches.
+exactly those of the union of the clients' data under the global weights (App. A.2) and, with the
+sequential pass, those the evaluated network sees; the λ smoothing of Eq. 11; the evaluation
+protocol of §4.1; the hybrid rule of Eq. 9 and its per-client factor; the authors'-code variant
+and the Table 6 switches.
 """
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ import torch.nn.functional as F
 from conftest import compose_config
 from fedbn_bench import runner
 from fedbn_bench.core.aggregation import Aggregator
+from fedbn_bench.core.transforms import RoundInfo
 from fedbn_bench.core.updates import Statistics
 from fedbn_bench.engine.simulation import Simulation
+from fedbn_bench.engine.statistics_pass import statistics_pass
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.models import build_model
 from fedbn_bench.norms import build_norm
-from fedbn_bench.norms.hbn import HybridBatchNorm
+from fedbn_bench.norms.hbn import VARIANT_SETTINGS, HybridBatchNorm
 from fedbn_bench.runner import run_experiment
 
 
@@ -67,13 +71,21 @@ def union_statistics(model, norm, x: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def engine_statistics(model, norm, xs: list[torch.Tensor]) -> list[Statistics]:
-    """The hook as the engine calls it: each client starts from the global state."""
+    """Every layer recorded in one pass, each client starting from the global state."""
     state = clone_state(model.state_dict())
     stats = []
     for x in xs:
         model.load_state_dict(state)
-        stats.append(norm.before_local_training(model, x))
+        stats.append(norm.pass_statistics(model, x, list(norm.norm_modules(model))))
     return stats
+
+
+def staged_pass(model, norm, xs: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The engine's statistics pass (stage by stage) over clients holding ``xs``."""
+    state = clone_state(model.state_dict())
+    sizes = torch.tensor([len(x) for x in xs], dtype=torch.float64)
+    return statistics_pass(norm, model, lambda i: model.load_state_dict(state), xs,
+                           RoundInfo(0, 0, list(range(len(xs)))), (sizes / sizes.sum()).float(), Aggregator(), state)
 
 
 def aggregate(norm, stats: list[Statistics], weights: torch.Tensor, global_state) -> dict[str, torch.Tensor]:
@@ -93,7 +105,7 @@ def as_global_keys(stats: Statistics) -> dict[str, torch.Tensor]:
 # -- App. A.2: exactness of Eq. 7 + Eq. 8 --------------------------------------------------------
 @pytest.mark.parametrize("model_name", ["simple_cnn", "fbn_cnn", "resnet20", "mlp"])
 def test_aggregate_equals_the_union_statistics_of_every_layer(model_name):
-    norm = hbn("norm.lam=1", "norm.stats_batch_size=7")  # chunked pass: chunking must not matter
+    norm = hbn("norm.lam=1", "norm.stats_batch_size=7", "norm.stats_forward=global")  # chunking must not matter
     model = hbn_model(norm, model_name)
     xs = client_data()
     stats = engine_statistics(model, norm, xs)
@@ -106,6 +118,26 @@ def test_aggregate_equals_the_union_statistics_of_every_layer(model_name):
         torch.testing.assert_close(agg[key], ref[key], rtol=1e-10, atol=1e-12, msg=key)
     naive = torch.stack([as_global_keys(s)[next(iter(ref))] for s in stats]).mean(0)  # the test can fail: a naive mean is off
     assert not torch.allclose(naive, ref[next(iter(ref))], rtol=1e-3)
+
+
+@pytest.mark.parametrize("model_name", ["resnet20", "fbn_cnn", "simple_cnn"])
+def test_sequential_pass_gives_the_evaluated_network_its_own_statistics(model_name):
+    """The default pass (audit #1): after it (λ = 1), the network evaluated with the new statistics
+    sees at every layer exactly the union statistics it normalizes with. The one-pass reading
+    (``stats_forward: global``) does not on a deep model."""
+    xs = client_data()
+    for forward in ("sequential", "global"):
+        norm = hbn("norm.lam=1", "norm.stats_batch_size=7", f"norm.stats_forward={forward}")
+        model = hbn_model(norm, model_name)
+        new = staged_pass(model, norm, xs)
+        model.load_state_dict(new, strict=False)
+        seen = union_statistics(model, norm, torch.cat(xs))
+        assert set(new) == set(seen) and len(seen) == 2 * len(norm.norm_modules(model))
+        if forward == "sequential":
+            for key in seen:
+                torch.testing.assert_close(new[key], seen[key], rtol=1e-9, atol=1e-11, msg=key)
+        else:
+            assert max((new[k] - seen[k]).abs().max().item() for k in seen) > 1e-3
 
 
 def test_aggregation_ignores_the_algorithm_weights_and_uses_the_counts():
@@ -129,11 +161,10 @@ def test_eq11_smoothing_with_the_received_statistics():
     got = aggregate(smooth, stats, w, old)
     for key in new:
         torch.testing.assert_close(got[key], (1 - lam) * old[key] + lam * new[key], rtol=1e-12, atol=1e-12)
-    smooth.on_round_start(5, 5, model)  # Alg. 1's statistics round t = T + 1: Eq. 8 alone
-    final = aggregate(smooth, stats, w, old)
+    with smooth.fresh_statistics():  # Alg. 1's statistics round t = T + 1 and §4.1's re-estimation
+        final = aggregate(smooth, stats, w, old)
     for key in new:
         torch.testing.assert_close(final[key], new[key], rtol=0, atol=0)
-    smooth.on_round_start(0, 5, model)
     assert not torch.equal(aggregate(smooth, stats, w, old)[key], new[key])
 
 
@@ -142,12 +173,13 @@ def test_statistics_pass_has_no_side_effects():
     model = hbn_model(norm, "fbn_cnn")
     model.train()
     before = clone_state(model.state_dict())
-    norm.before_local_training(model, client_data()[2])
+    layers = list(norm.norm_modules(model))
+    norm.pass_statistics(model, client_data()[2], layers[:2])
     assert model.training and all(m.training for m in model.modules())
     assert all(p.grad is None for p in model.parameters())
     for key, value in model.state_dict().items():
         assert torch.equal(value, before[key]), key
-    assert all(m.recorder is None and m.pass_rule is None for m in norm.norm_modules(model).values())
+    assert all(m.pass_state is None for m in norm.norm_modules(model).values())
 
 
 class Spy(Simulation):
@@ -179,17 +211,19 @@ def run_spy(monkeypatch, tmp_path, *overrides: str) -> Spy:
     return Spy.last
 
 
-def test_engine_rounds_aggregate_the_union_statistics(monkeypatch, tmp_path):
-    """Through the real engine: round t smooths (λ = 0.01) the union statistics under the weights
-    received in round t; the final statistics round (Alg. 1, t = T + 1) sets them exactly."""
+@pytest.mark.parametrize("forward", ["global", "sequential"])
+def test_engine_rounds_aggregate_the_union_statistics(monkeypatch, tmp_path, forward):
+    """Through the real engine. ``global``: round t smooths (λ = 0.01) the union statistics under
+    the weights received in round t. Both: the final statistics round (Alg. 1, t = T + 1) sets
+    them exactly; with the sequential pass they are those the final network sees."""
     sim = run_spy(monkeypatch, tmp_path, "norm=hbn", "model=simple_cnn", "num_clients=6", "clients_per_round=3",
-                  "rounds=2", "algo.local_steps=2", "eval_every=1")
-    fed, norm, lam = sim.fed, sim.fed.norm, sim.fed.norm.cfg.lam
+                  "rounds=2", "algo.local_steps=2", "eval_every=1", f"norm.stats_forward={forward}")
+    fed, norm, lam = sim.fed, sim.fed.norm, sim.fed.norm.settings.lam
     assert sorted(sim.before) == [0, 1, 2]  # rounds 0, 1 and the statistics round 2
-    for r in (0, 2):
+    for r in (0, 2) if forward == "global" else (2,):
         clients = sim.rounds.sample(r)
         x = torch.cat([fed.data.train.x[fed.clients[c].indices] for c in clients])
-        fed.model.load_state_dict(sim.before[r])
+        fed.model.load_state_dict(sim.before[r] if forward == "global" else sim.after[r])
         ref = union_statistics(fed.model, norm, x)
         weight = lam if r == 0 else 1.0
         for key, value in ref.items():
@@ -197,6 +231,46 @@ def test_engine_rounds_aggregate_the_union_statistics(monkeypatch, tmp_path):
             torch.testing.assert_close(sim.after[r][key].double(), expected, rtol=1e-5, atol=1e-6, msg=key)
     untouched = [k for k in sim.after[2] if not k.endswith(("global_mean", "global_var"))]
     assert all(torch.equal(sim.after[2][k], sim.before[2][k]) for k in untouched)  # no weight update at T + 1
+
+
+@pytest.mark.parametrize("option", ["auto", "stored"])
+def test_evaluation_reestimates_the_statistics_on_the_rounds_clients(monkeypatch, tmp_path, option):
+    """HBN §4.1 (and its code): before each test the statistics are re-estimated with λ = 1 on
+    the round's sampled clients under the new weights; the stored (smoothed) ones stay. The last
+    evaluation follows the statistics round, whose statistics are fresh already."""
+    evaluated = []
+    original = Spy.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        evaluate = self.evaluator.evaluate
+
+        def spy(state=None):
+            evaluated.append((clone_state(self.store.global_state), state and clone_state(state)))
+            return evaluate(state)
+
+        monkeypatch.setattr(self.evaluator, "evaluate", spy)
+
+    monkeypatch.setattr(Spy, "__init__", init)
+    sim = run_spy(monkeypatch, tmp_path, "norm=hbn", "model=simple_cnn", "num_clients=6", "clients_per_round=3",
+                  "rounds=3", "algo.local_steps=2", "eval_every=1", f"eval_statistics={option}")
+    fed, norm = sim.fed, sim.fed.norm
+    assert len(evaluated) == 3 and evaluated[-1][1] is None
+    if option == "stored":
+        assert all(state is None for _, state in evaluated)
+        return
+    for r, (stored, state) in enumerate(evaluated[:-1]):
+        assert all(torch.equal(state[k], stored[k]) for k in stored if not k.endswith(("global_mean", "global_var")))
+        x = torch.cat([fed.data.train.x[fed.clients[c].indices] for c in sim.rounds.sample(r)])
+        fed.model.load_state_dict(state)
+        for key, value in union_statistics(fed.model, norm, x).items():
+            torch.testing.assert_close(state[key].double(), value, rtol=1e-5, atol=1e-6, msg=key)
+            assert not torch.allclose(stored[key].double(), value, rtol=1e-2)  # the stored ones are smoothed
+
+
+def test_reestimation_needs_a_statistics_pass(tmp_path):
+    with pytest.raises(ConfigError, match="eval_statistics"):
+        run_experiment(compose_config(["norm=bn", "eval_statistics=reestimate", "rounds=1"]), tmp_path)
 
 
 # -- Eq. 9: the hybrid rule and its factor -------------------------------------------------------
@@ -296,22 +370,72 @@ def test_hybrid_factor_stays_on_each_client_and_is_never_communicated(monkeypatc
 
 
 # -- Paper-vs-code and Table 6 options ---------------------------------------------------------
-def test_hybrid_statistics_pass_uses_the_training_rule_on_the_first_samples():
-    """``stats_forward: hybrid`` + ``stats_samples: 64`` (the authors' code): one batch of the
-    client's first 64 samples, earlier layers normalizing with Eq. 9."""
-    norm = hbn("norm.lam=1", "norm.stats_forward=hybrid", "norm.stats_samples=64")
+def test_code_variant_settings_and_overrides():
+    assert hbn().settings == VARIANT_SETTINGS["paper"]
+    assert hbn("norm.variant=code").settings == VARIANT_SETTINGS["code"]
+    assert VARIANT_SETTINGS["code"].lam == 0.002 and VARIANT_SETTINGS["paper"].lam == 0.01
+    assert hbn("norm.variant=code", "norm.lam=0.5").settings.lam == 0.5  # a set key wins over the variant
+
+
+def test_code_variant_uploads_the_mixed_moments_of_the_first_64_samples():
+    """The authors' ``buffer_update``: one train-mode batch of the client's first 64 samples;
+    each layer records its Eq. 9 moments ``(1 - w) mu_b + w mu_g`` (biased variance), counted in
+    images; Eq. 8 over one client then divides the variance by N - 1 with N = 64 images."""
+    norm = hbn("norm.variant=code", "norm.lam=1")
     model = hbn_model(norm, "simple_cnn")
+    with torch.no_grad():
+        for layer in norm.norm_modules(model).values():
+            layer.hybrid_factor.normal_()
     x = client_data((100,))[0]
-    agg = aggregate(norm, engine_statistics(model, norm, [x]), torch.ones(1), model.state_dict())
+    stats = engine_statistics(model, norm, [x])[0]
+    agg = aggregate(norm, [stats], torch.ones(1), model.state_dict())
     inputs = {}
     for name, layer in norm.norm_modules(model).items():
         layer.register_forward_hook(lambda m, i, o, name=name: inputs.__setitem__(name, i[0]))
     with torch.no_grad():
         model.train()(x[:64])
-    for name, value in inputs.items():
-        var, mean = torch.var_mean(value, (0, 2, 3), correction=1)
+    for name, layer in norm.norm_modules(model).items():
+        w = torch.sigmoid(layer.hybrid_factor.detach())
+        var_b, mean_b = torch.var_mean(inputs[name], (0, 2, 3), correction=0)
+        mean, var = (1 - w) * mean_b + w * layer.global_mean, (1 - w) * var_b + w * layer.global_var
+        assert stats[name].count.item() == 64
+        torch.testing.assert_close(stats[name].mean, mean)
+        torch.testing.assert_close(stats[name].var, var)
         torch.testing.assert_close(agg[f"{name}.global_mean"], mean)
-        torch.testing.assert_close(agg[f"{name}.global_var"], var)
+        torch.testing.assert_close(agg[f"{name}.global_var"], var * 64 / 63)
+
+
+def test_code_variant_averages_the_factor_and_new_clients_start_from_the_average(monkeypatch, tmp_path):
+    """HybridBN's server averages ``distribution_factor`` with the weights; a client keeps its own
+    after training and, before its first round, starts from the server's average."""
+    starts = {}
+    original = Spy.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        jobs = self.rounds.jobs
+
+        def spy(clients):
+            out = jobs(clients)
+            for job in out:
+                starts.setdefault(job.client, []).append({k: v.clone() for k, v in job.local.items()})
+            return out
+
+        monkeypatch.setattr(self.rounds, "jobs", spy)
+
+    monkeypatch.setattr(Spy, "__init__", init)
+    sim = run_spy(monkeypatch, tmp_path, "norm=hbn", "norm.variant=code", "model=simple_cnn", "num_clients=6",
+                  "clients_per_round=2", "rounds=3", "algo.local_steps=2", "eval_every=1")
+    store = sim.store
+    factors = [k for k in store.global_state if k.endswith("hybrid_factor")]
+    assert factors and store.local_keys == factors
+    assert all(store.global_state[k].abs().max() > 0 for k in factors)  # averaged, no longer 0
+    trained = [c for c in range(6) if store.client_local[c]]
+    never = [c for c in range(6) if not store.client_local[c]]
+    assert trained and never  # 2 per round over 3 rounds: some clients never trained
+    assert any(starts[c][0] == {} for c in starts)  # a first participation starts from the global value
+    for c in trained:
+        assert not all(torch.equal(store.client_local[c][k], store.global_state[k]) for k in factors)
 
 
 def test_weighted_average_ablation():
@@ -331,7 +455,7 @@ def test_moving_average_ablation_uploads_running_statistics_after_training():
     assert not norm.final_statistics_round
     model = hbn_model(norm)
     x = client_data((20,))[0]
-    assert norm.before_local_training(model, x) is None
+    model.load_state_dict(model.state_dict())  # receiving the global statistics restarts the averages
     first = next(iter(norm.norm_modules(model).items()))
     name, layer = first
     torch.testing.assert_close(layer.running_mean, layer.global_mean)  # starts from the received ones
@@ -339,7 +463,7 @@ def test_moving_average_ablation_uploads_running_statistics_after_training():
     layer.register_forward_hook(lambda m, i, o: captured.append(i[0]))
     with torch.no_grad():
         model.train()(x[:10])  # one local step's forward
-    var, mean = torch.var_mean(captured[0], (0, 2, 3), correction=1)
+    var, mean = torch.var_mean(captured[0], (0, 2, 3), correction=0)  # biased, as Eq. 8 expects
     stats = norm.client_statistics(model, len(x))
     torch.testing.assert_close(stats[name].mean, 0.5 * layer.global_mean + 0.5 * mean)
     torch.testing.assert_close(stats[name].var, 0.5 * layer.global_var + 0.5 * var)
@@ -348,7 +472,8 @@ def test_moving_average_ablation_uploads_running_statistics_after_training():
 
 @pytest.mark.parametrize(
     "option", ["mixing=batch_only", "mixing=global_only", "mixing=fixed", "stats_source=moving_average",
-               "aggregation=weighted_average", "stats_forward=hybrid", "stats_samples=64"],
+               "aggregation=weighted_average", "stats_forward=hybrid", "stats_samples=64", "stats_forward=global",
+               "variant=code", "count=images"],
 )
 def test_every_option_runs_end_to_end(tmp_path, option):
     summary = run_experiment(compose_config(["norm=hbn", f"norm.{option}", "model=simple_cnn", "num_clients=4",
@@ -361,7 +486,9 @@ def test_every_option_runs_end_to_end(tmp_path, option):
     [("lam=0", "norm.lam"), ("lam=1.5", "norm.lam"), ("mixing=half", "norm.mixing"),
      ("stats_source=ema", "norm.stats_source"), ("aggregation=mean", "norm.aggregation"),
      ("stats_forward=train", "norm.stats_forward"), ("stats_samples=-1", "norm.stats_samples"),
-     ("stats_batch_size=0", "norm.stats_batch_size"), ("ma_momentum=0", "norm.ma_momentum")],
+     ("stats_batch_size=0", "norm.stats_batch_size"), ("ma_momentum=0", "norm.ma_momentum"),
+     ("variant=authors", "norm.variant"), ("stats_record=mixed", "norm.stats_record"), ("count=pixels", "norm.count"),
+     ("factor_start=one", "norm.factor_start")],
 )
 def test_invalid_options_name_the_key(option, key):
     with pytest.raises(ConfigError, match=key):

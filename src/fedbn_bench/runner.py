@@ -12,12 +12,12 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from fedbn_bench.algorithms import build_algorithm
-from fedbn_bench.config.validate import validate_client_sizes, validate_config
+from fedbn_bench.config.validate import validate_client_sizes, validate_config, validate_validation_split
 from fedbn_bench.data import DatasetBundle, dataset_has_natural_domains, load_dataset
 from fedbn_bench.engine.checkpoint import config_differences, load_checkpoint
 from fedbn_bench.core.aggregation import AGGREGATORS
 from fedbn_bench.core.transforms import TRANSFORMS
-from fedbn_bench.engine.federation import ClientRecord, Federation
+from fedbn_bench.engine.federation import ClientRecord, Federation, hold_out_validation
 from fedbn_bench.engine.select import select_engine
 from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.engine.simulation import Simulation
@@ -64,6 +64,11 @@ def build_federation(cfg: DictConfig, device: torch.device) -> tuple[Federation,
     algo = build_algorithm(cfg.algo)
     batch_size = algo.batch_size(cfg.batch_size, cfg.clients_per_round)
     clients = [torch.cat(parts)] if algo.pools_clients else parts
+    val: list = [None] * len(clients)
+    if cfg.val_fraction:
+        split = [hold_out_validation(c, cfg.val_fraction, cfg.seed, i) for i, c in enumerate(clients)]
+        validate_validation_split([len(c) for c in clients], [len(t) for t, _ in split], batch_size, cfg.val_fraction)
+        clients, val = [train for train, _ in split], [held_out for _, held_out in split]
     validate_client_sizes([len(c) for c in clients], batch_size, needs_two=norm.uses_batch_statistics,
                           small_clients=cfg.small_clients)
     model = build_model(cfg.model.name, norm.norm_layer, data.input_shape, data.num_classes, **cfg.model.options)
@@ -77,8 +82,9 @@ def build_federation(cfg: DictConfig, device: torch.device) -> tuple[Federation,
     elif data.num_domains:
         domain_test = domain_test_splits(data, [])[1]
     data = data.to(device)
-    records = [ClientRecord(indices=c.to(device), test_indices=None if t is None else t.to(device), domain=d)
-               for c, t, d in zip(clients, client_test, domains)]
+    records = [ClientRecord(indices=c.to(device), test_indices=None if t is None else t.to(device),
+                            val_indices=None if v is None else v.to(device), domain=d)
+               for c, t, v, d in zip(clients, client_test, val, domains)]
     fed = Federation(data=data, clients=records, model=model.to(device), norm=norm, algo=algo,
                      domain_test={k: v.to(device) for k, v in domain_test.items()})
     return fed, table
@@ -117,6 +123,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         progress=cfg.progress,
         checkpoint_every=cfg.checkpoint_every,
         channels_last=cfg.engine.channels_last,
+        eval_statistics=cfg.eval_statistics,
     )
     name = f"{cfg.norm.name}-{cfg.algo.name}-{cfg.partition.name}-s{cfg.seed}"
     logger = make_logger(cfg.logger, Path(run_dir), config, name)

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from fedbn_bench.algorithms.schedules import ScheduleConfig
 from fedbn_bench.algorithms.sgd import sgd_step
 from fedbn_bench.core.aggregation import Aggregator, aggregate_states
+from fedbn_bench.core.trees import per_client
 from fedbn_bench.core.updates import ClientUpdate, State
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.registry import Registry
@@ -46,6 +47,7 @@ class AlgoConfig:
     local_steps: Optional[int] = None
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     momentum_carry: str = "none"
+    clip_grad_norm: Optional[float] = None
 
 
 MOMENTUM_CARRY = ("none", "local", "global")
@@ -68,6 +70,9 @@ class Algorithm:
             raise ConfigError(f"algo.momentum_carry='{carry}' is unknown; allowed: {', '.join(MOMENTUM_CARRY)}")
         if carry != "none" and not cfg.momentum:
             raise ConfigError(f"algo.momentum_carry='{carry}' needs SGD momentum: set algo.momentum > 0")
+        clip = getattr(cfg, "clip_grad_norm", None)
+        if clip is not None and not clip > 0:
+            raise ConfigError(f"algo.clip_grad_norm={clip} is invalid: a norm > 0, or null for no clipping")
         self.server_momentum: State = {}
 
     # -- the round's shape ---------------------------------------------------------------------
@@ -100,17 +105,24 @@ class Algorithm:
         """The local tree of one client starting from ``params`` (its received weights; never
         modify or alias them). FedAvg: SGD momentum buffers, zero or carried (``momentum_carry``,
         FixBN App. C.4: ``local`` keeps each client's buffers across rounds, ``global`` starts
-        from the server's average of the previous round's final buffers, Eq. 2)."""
+        from the server's average of the previous round's final buffers, Eq. 2); with clipping,
+        ``grad_norm``, the client's last gradient norm before clipping."""
+        local: LocalTree = {}
+        if getattr(self.cfg, "clip_grad_norm", None) is not None:
+            local["grad_norm"] = torch.zeros((), device=next(iter(params.values())).device)
         if not self.cfg.momentum:
-            return {}
+            return local
         carried = client_state.get("momentum", {}) if self.momentum_carry == "local" else self.server_momentum
         if self.momentum_carry == "none":
             carried = {}
-        return {"momentum": {k: carried[k].clone() if k in carried else torch.zeros_like(p) for k, p in params.items()}}
+        local["momentum"] = {k: carried[k].clone() if k in carried else torch.zeros_like(p) for k, p in params.items()}
+        return local
 
     def gradient_hook(self, grads: State, params: State, local: LocalTree) -> State:
-        """The gradients the step uses (FedProx adds its proximal gradient here)."""
-        return grads
+        """The gradients the step uses: clipped to ``clip_grad_norm`` (HBN's code, every client:
+        ``clip_grad_norm_(max_norm=10)``); subclasses (FedProx's proximal term) extend it."""
+        clip = getattr(self.cfg, "clip_grad_norm", None)
+        return grads if clip is None else clip_by_total_norm(grads, clip, local["grad_norm"])
 
     def step(self, params: State, grads: State, local: LocalTree, lr: float) -> None:
         """One local step, in place (torch.optim.SGD's rule, ``algorithms/sgd.py``)."""
@@ -134,6 +146,18 @@ class Algorithm:
         if self.momentum_carry == "global":
             self.server_momentum = aggregate_states(aggregator, [u.extras["momentum"] for u in updates], weights)
         return aggregate_states(aggregator, [u.weights for u in updates], weights)
+
+
+def clip_by_total_norm(grads: State, max_norm: float, norm_out: torch.Tensor) -> State:
+    """``torch.nn.utils.clip_grad_norm_`` per client: each client's gradients scaled by
+    ``min(1, max_norm / (‖g‖₂ + 1e-6))``, ``‖g‖₂`` over all its tensors, written to ``norm_out``
+    (shape ``()`` for one client, ``(n,)`` for a stack, which tells the two apart)."""
+    lead = norm_out.dim()
+    squares = [g.square().flatten(lead).sum(-1) for g in grads.values()]
+    total = torch.stack(squares).sum(0).sqrt() if squares else torch.zeros_like(norm_out)
+    norm_out.copy_(total)
+    scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
+    return {k: g * per_client(scale, g) for k, g in grads.items()}
 
 
 ALGORITHMS: Registry[type[Algorithm]] = Registry("algorithm")

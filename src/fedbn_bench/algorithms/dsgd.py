@@ -3,9 +3,11 @@
 Each client computes one gradient on a batch of ``b`` at the broadcast weights (line 7) and sends
 it; the server averages the clients' messages uniformly (line 10) and takes one step (line 11).
 FBN App. C Table 2 lists a *client momentum* of 0.99; as in the robust-DSGD literature the paper
-builds on, a client sends its momentum ``m ← β m + (1 − β) g`` (EMA form, the first message being
-``g``; ``β = 0`` sends the raw gradient, exactly Alg. 3). Weight decay is added to the gradient on
-the client. The client's momentum is its own state across rounds.
+builds on, a client sends its momentum ``m ← β m + (1 − β) g`` (EMA form; ``β = 0`` sends the raw
+gradient, exactly Alg. 3). The momentum starts at ``m₀ = 0`` (``momentum_start: zero``, the
+convention of ByzFL, the FBN group's library), so the first message is ``(1 − β) g``;
+``momentum_start: gradient`` makes the first message ``g`` instead. Weight decay is added to the
+gradient on the client. The client's momentum is its own state across rounds.
 """
 from __future__ import annotations
 
@@ -18,17 +20,28 @@ from fedbn_bench.algorithms.base import ALGORITHMS, AlgoConfig, Algorithm, Local
 from fedbn_bench.core.aggregation import Aggregator, aggregate_states
 from fedbn_bench.core.trees import per_client
 from fedbn_bench.core.updates import ClientUpdate, State
+from fedbn_bench.errors import ConfigError
 
 
 @dataclass
 class DSGDConfig(AlgoConfig):
     name: str = "dsgd"
     client_momentum: float = 0.99
+    momentum_start: str = "zero"
+
+
+MOMENTUM_STARTS = ("zero", "gradient")
 
 
 @ALGORITHMS.register("dsgd")
 class DSGD(Algorithm):
     config_class = DSGDConfig
+
+    def __init__(self, cfg: DSGDConfig) -> None:
+        super().__init__(cfg)
+        if cfg.momentum_start not in MOMENTUM_STARTS:
+            raise ConfigError(f"algo.momentum_start='{cfg.momentum_start}' is unknown; "
+                              f"allowed: {', '.join(MOMENTUM_STARTS)}")
 
     def num_steps(self, client_size: int, batch_size: int) -> int:
         return 1
@@ -40,16 +53,22 @@ class DSGD(Algorithm):
         momentum = client_state.get("momentum", {})
         started = client_state.get("started", torch.zeros((), dtype=torch.bool))
         message = {k: momentum[k].clone() if k in momentum else torch.zeros_like(p) for k, p in params.items()}
-        return {"message": message, "started": started.clone()}
+        return {**super().start(params, {}), "message": message, "started": started.clone()}
 
     def step(self, params: State, grads: State, local: LocalTree, lr: float) -> None:
         """The client's message: its (momentum of the) decayed gradient; the weights stay."""
         beta, decay = self.cfg.client_momentum, self.cfg.weight_decay
         started = local["started"]
+        from_zero = self.cfg.momentum_start == "zero"
         for k, p in params.items():
             g = grads[k] + decay * p if k in grads else torch.zeros_like(p)
             m = local["message"][k]
-            m.copy_(torch.where(per_client(started, g), beta * m + (1 - beta) * g, g) if beta else g)
+            if not beta:
+                m.copy_(g)
+            elif from_zero:
+                m.mul_(beta).add_(g, alpha=1 - beta)
+            else:
+                m.copy_(torch.where(per_client(started, g), beta * m + (1 - beta) * g, g))
         started.fill_(True)
 
     def finish(self, params: State, local: LocalTree) -> tuple[State, dict[str, State], dict[str, Any]]:

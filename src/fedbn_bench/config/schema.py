@@ -73,7 +73,11 @@ class Config:
     lr: float = 0.05
     alpha: float = 0.5
     gamma: float = 0.5
+    dirichlet_scheme: str = "per_class"
+    crop_padding: int = 4
     eval_every: int = 5
+    eval_statistics: str = "auto"
+    val_fraction: float = 0.0
     device: str = "auto"
     progress: bool = True
     checkpoint_every: int = 0

@@ -44,6 +44,11 @@ def validate_config(cfg: Any) -> None:
     _require(cfg.batch_size >= 1, f"batch_size={cfg.batch_size} is invalid: `batch_size` must be >= 1")
     _require(cfg.eval_every >= 1, f"eval_every={cfg.eval_every} is invalid: `eval_every` must be >= 1")
     _require(
+        0 <= cfg.val_fraction < 1,
+        f"val_fraction={cfg.val_fraction} is invalid: the share of each client's training data held out "
+        "for validation must be in [0, 1)",
+    )
+    _require(
         cfg.checkpoint_every >= 0,
         f"checkpoint_every={cfg.checkpoint_every} is invalid: must be >= 0 (0 writes no checkpoint)",
     )
@@ -91,3 +96,14 @@ def validate_client_sizes(sizes: list[int], batch_size: int, needs_two: bool, sm
         log.warning("small_clients=skip: %d of %d clients hold fewer than batch_size=%d samples and will never "
                     "train or upload", len(small), len(sizes), batch_size)
     _require(not needs_two or batch_size >= 2, "batch_size=1 is invalid with batch statistics: `batch_size` must be >= 2")
+
+
+def validate_validation_split(sizes: list[int], train_sizes: list[int], batch_size: int, val_fraction: float) -> None:
+    """Holding out ``val_fraction`` of each client's data for validation must leave every client
+    that held a full batch with a full batch of training data."""
+    for client, (size, train) in enumerate(zip(sizes, train_sizes)):
+        _require(
+            train >= batch_size or size < batch_size,
+            f"val_fraction={val_fraction} leaves client {client} {train} of its {size} samples for training, "
+            f"fewer than batch_size={batch_size}; lower `val_fraction` or `batch_size`",
+        )

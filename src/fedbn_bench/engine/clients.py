@@ -19,12 +19,15 @@ from fedbn_bench.engine.federation import ClientRecord
 class ClientStore:
     """Global state, per-client local and algorithm state, client records."""
 
-    def __init__(self, global_state: State, local_keys: list[str], records: list[ClientRecord]) -> None:
+    def __init__(self, global_state: State, local_keys: list[str], records: list[ClientRecord],
+                 local_from_global: bool = False) -> None:
+        """``local_from_global``: a client holds no local keys until it first trains, and until
+        then starts from the global values of those keys (HBN code's hybrid factor)."""
         self.global_state = {k: v.detach().clone() for k, v in global_state.items()}
         self.local_keys = list(local_keys)
         self.records = records
-        self.client_local: list[State] = [{k: self.global_state[k].clone() for k in self.local_keys}
-                                          for _ in records]
+        initial = [] if local_from_global else self.local_keys
+        self.client_local: list[State] = [{k: self.global_state[k].clone() for k in initial} for _ in records]
         self.client_algo_state: list[dict[str, Any]] = [{} for _ in records]
         self.sizes = torch.tensor([r.size for r in records])
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from fedbn_bench.core.updates import State
 from fedbn_bench.engine.clients import ClientStore
 from fedbn_bench.engine.federation import Federation
 from fedbn_bench.metrics.base import EvalContext, Metric
@@ -13,21 +14,28 @@ class Evaluator:
         self.fed, self.store, self.metrics = fed, store, list(metrics)
         self.batch_size = batch_size
 
-    def context(self) -> EvalContext:
+    def context(self, global_state: State | None = None) -> EvalContext:
         fed, store = self.fed, self.store
+        state = store.global_state if global_state is None else global_state
         return EvalContext(
             model=fed.model,
             test_x=fed.data.test.x,
             test_y=fed.data.test.y,
-            load_global=lambda: fed.model.load_state_dict(store.global_state),
+            load_global=lambda: fed.model.load_state_dict(state),
             load_client=lambda c: store.load_client(fed.model, c),
             client_test=[r.test_indices for r in store.records],
             domain_test=fed.domain_test,
             batch_size=self.batch_size,
+            train_x=fed.data.train.x,
+            train_y=fed.data.train.y,
+            client_val=[r.val_indices for r in store.records],
+            client_domain=[None if r.domain is None else fed.data.domain_names[r.domain] for r in store.records],
         )
 
-    def evaluate(self) -> dict[str, float]:
-        ctx, row = self.context(), {}
+    def evaluate(self, global_state: State | None = None) -> dict[str, float]:
+        """Every metric's columns; ``global_state`` replaces the store's global state for this
+        evaluation only (e.g. HBN's statistics re-estimated for testing, HBN §4.1)."""
+        ctx, row = self.context(global_state), {}
         for metric in self.metrics:
             row.update(metric(ctx))
         return row

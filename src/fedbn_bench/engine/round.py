@@ -1,10 +1,11 @@
 """One round of the pipeline (docs/ARCHITECTURE.md, "One round"):
 
-sample clients (seed, round) -> ``algo.broadcast`` (what each client starts from) -> local
-training on a backend (one ``ClientUpdate`` per client, nothing else mutated) -> the chain of
-update transforms -> ``algo.server_update`` (weights, through the aggregator) and the norm's
-``aggregate_statistics`` (statistics, through the same aggregator) -> the store keeps the
-clients' own state.
+sample clients (seed, round) -> ``algo.broadcast`` (what each client starts from) -> [the
+pre-training statistics pass, ``statistics_pass.py``, for norms that compute statistics before
+training] -> local training on a backend (one ``ClientUpdate`` per client, nothing else mutated)
+-> the chain of update transforms -> ``algo.server_update`` (weights, through the aggregator) and
+the norm's ``aggregate_statistics`` (statistics, through the same aggregator) -> the store keeps
+the clients' own state.
 """
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ import torch
 from fedbn_bench.algorithms.schedules import learning_rate
 from fedbn_bench.core.aggregation import Aggregator
 from fedbn_bench.core.transforms import RoundInfo, UpdateTransform
-from fedbn_bench.core.updates import ClientUpdate
+from fedbn_bench.core.updates import ClientUpdate, State
 from fedbn_bench.engine.backends.base import Backend, ClientJob
 from fedbn_bench.engine.clients import ClientStore
 from fedbn_bench.engine.federation import Federation
-from fedbn_bench.engine.sampling import generator, sample_clients
+from fedbn_bench.engine.sampling import generator, participating, sample_clients
 from fedbn_bench.engine.settings import RunSettings
+from fedbn_bench.engine.statistics_pass import statistics_pass
 
 
 class RoundRunner:
@@ -34,7 +36,10 @@ class RoundRunner:
         self.samples_seen = 0
 
     def sample(self, round_idx: int) -> list[int]:
-        return sample_clients(len(self.store), self.s.clients_per_round, generator(self.s.seed, round_idx))
+        """The round's participants: the sampled clients holding a full batch (all of them unless
+        ``small_clients=skip``)."""
+        sampled = sample_clients(len(self.store), self.s.clients_per_round, generator(self.s.seed, round_idx))
+        return participating(sampled, self.store.sizes, self.batch_size)
 
     def jobs(self, clients: list[int]) -> list[ClientJob]:
         algo, store = self.fed.algo, self.store
@@ -43,13 +48,21 @@ class RoundRunner:
                           steps=algo.num_steps(store.records[c].size, self.batch_size))
                 for c in clients]
 
+    def weights(self, clients: list[int]) -> torch.Tensor:
+        """Aggregation weights of ``clients``: the algorithm's, as the norm method adjusts them."""
+        sizes = self.store.sizes[clients]
+        return self.fed.norm.client_weights(self.fed.algo.client_weights(sizes), sizes)
+
     def run_round(self, round_idx: int) -> torch.Tensor:
         """One training round; returns the mean training loss of its clients."""
         fed, s, store = self.fed, self.s, self.store
         lr = learning_rate(s.lr, s.schedule, round_idx, s.rounds)
         fed.norm.on_round_start(round_idx, s.rounds, fed.model)
         clients = self.sample(round_idx)
+        if not clients:
+            return torch.zeros(())  # no sampled client holds a full batch: nothing changes
         jobs = self.jobs(clients)
+        pass_statistics = self.statistics_pass(round_idx, jobs) if fed.norm.statistics_before_training else {}
         results = self.backend.train(jobs, round_idx, lr)
         for job, result in zip(jobs, results):
             store.keep(job.client, result.local, result.algo_state)
@@ -58,22 +71,32 @@ class RoundRunner:
         info = RoundInfo(round_idx, s.seed, clients)
         for transform in self.transforms:
             updates = transform(updates, info)
-        weights = fed.algo.client_weights(store.sizes[clients])
+        weights = self.weights(clients)
         new_weights = fed.algo.server_update(store.global_state, updates, weights, self.aggregator, lr)
         new_statistics = fed.norm.aggregate_statistics([u.statistics for u in updates], weights, self.aggregator,
                                                        store.global_state)
         store.global_state.update(new_weights)
         store.global_state.update(new_statistics)
+        store.global_state.update(pass_statistics)
         return torch.stack([u.loss for u in updates]).mean()
 
-    def statistics_round(self, round_idx: int) -> None:
-        """A statistics-only round (no training): HBN Alg. 1 at t = T + 1."""
+    def statistics_pass(self, round_idx: int, jobs: list[ClientJob]) -> State:
+        """The statistics of ``jobs``' clients from the norm's pre-training pass, aggregated (not
+        yet stored): under the weights they received, before training (HBN Eq. 7, Alg. 1)."""
         fed, store = self.fed, self.store
-        fed.norm.on_round_start(round_idx, self.s.rounds, fed.model)
-        clients = self.sample(round_idx)
-        stats = []
-        for job in self.jobs(clients):
-            self.backend.load(job)
-            stats.append(self.backend.pre_statistics(job))
-        weights = fed.algo.client_weights(store.sizes[clients])
-        store.global_state.update(fed.norm.aggregate_statistics(stats, weights, self.aggregator, store.global_state))
+        clients = [job.client for job in jobs]
+        return statistics_pass(fed.norm, fed.model, lambda i: self.backend.load(jobs[i]),
+                               [fed.data.train.x[job.indices] for job in jobs],
+                               RoundInfo(round_idx, self.s.seed, clients), self.weights(clients),
+                               self.aggregator, store.global_state, self.transforms)
+
+    def fresh_statistics(self, round_idx: int) -> State:
+        """The statistics re-estimated (λ = 1) under the current global weights on round
+        ``round_idx``'s sampled clients (HBN §4.1: before each test)."""
+        with self.fed.norm.fresh_statistics():
+            return self.statistics_pass(round_idx, self.jobs(self.sample(round_idx)))
+
+    def statistics_round(self, round_idx: int) -> None:
+        """A statistics-only round (no training): HBN Alg. 1 at t = T + 1, on freshly sampled clients."""
+        self.fed.norm.on_round_start(round_idx, self.s.rounds, self.fed.model)
+        self.store.global_state.update(self.fresh_statistics(round_idx))

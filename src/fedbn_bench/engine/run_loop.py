@@ -15,6 +15,8 @@ from fedbn_bench.engine.evaluator import Evaluator
 from fedbn_bench.engine.federation import Federation
 from fedbn_bench.engine.round import RoundRunner
 from fedbn_bench.engine.settings import RunSettings
+from fedbn_bench.errors import ConfigError
+from fedbn_bench.norms.base import NormMethod
 from fedbn_bench.records.loggers import Logger
 from fedbn_bench.records.run_records import RunRecorder
 
@@ -31,6 +33,7 @@ class RunLoop:
         self.history: list[dict[str, Any]] = []
         self.pending_losses: list[torch.Tensor] = []
         self.best, self.last, self.elapsed = -math.inf, {}, 0.0
+        self.reestimate = reestimates_statistics(settings.eval_statistics, fed.norm)
 
     def run(self) -> dict[str, Any]:
         """Run the remaining rounds (all of them, or those after a restored checkpoint)."""
@@ -46,11 +49,12 @@ class RunLoop:
                 self.train_seconds += time.perf_counter() - t0
                 self.pending_losses.append(loss)
                 self.rounds_completed = round_idx + 1
-                if self.rounds_completed == s.rounds and self.fed.norm.final_statistics_round:
+                fresh = self.rounds_completed == s.rounds and self.fed.norm.final_statistics_round
+                if fresh:
                     self.rounds.statistics_round(s.rounds)
                 diverged = not torch.isfinite(loss).item()
                 if diverged or self.rounds_completed % s.eval_every == 0 or self.rounds_completed == s.rounds:
-                    self.last = self.record(round_idx + 1, start)
+                    self.last = self.record(round_idx + 1, start, reestimate=self.reestimate and not fresh and not diverged)
                     self.best = max(self.best, self.last["test_acc"])
                     bar.set_postfix(acc=f"{self.last['test_acc']:.3f}", loss=f"{self.last['train_loss']:.3f}")
                 if diverged:
@@ -74,8 +78,13 @@ class RunLoop:
             self.logger.finish(summary)
         return summary
 
-    def record(self, round_number: int, start: float) -> dict[str, float]:
-        row = {"round": round_number, **self.evaluator.evaluate()}
+    def record(self, round_number: int, start: float, reestimate: bool = False) -> dict[str, float]:
+        """Evaluate after ``round_number`` rounds; with ``reestimate``, on the global weights with
+        statistics re-estimated on that round's clients (HBN §4.1), leaving the stored ones."""
+        state = None
+        if reestimate:
+            state = {**self.store.global_state, **self.rounds.fresh_statistics(round_number - 1)}
+        row = {"round": round_number, **self.evaluator.evaluate(state)}
         row["train_loss"] = torch.stack(self.pending_losses).mean().item()
         self.pending_losses = []
         row["lr"] = learning_rate(self.s.lr, self.s.schedule, round_number - 1, self.s.rounds)
@@ -86,6 +95,10 @@ class RunLoop:
         return row
 
     def summary(self, status: str, start: float) -> dict[str, Any]:
+        """The run's summary; with a validation split also the round of the best ``val_acc`` and
+        the test accuracy recorded there (``records/selection.py``)."""
+        from fedbn_bench.records.selection import best_validation
+
         last = self.last
         return {
             "status": status,
@@ -95,6 +108,7 @@ class RunLoop:
             "rounds_completed": self.rounds_completed,
             "wall_time_s": time.perf_counter() - start,
             "samples_per_s": self.rounds.samples_seen / self.train_seconds if self.train_seconds else 0.0,
+            **best_validation(self.history),
         }
 
     # -- checkpoints ---------------------------------------------------------------------------
@@ -138,3 +152,17 @@ class RunLoop:
         for row in state["history"]:
             self.recorder.append_metrics(row)
             self.history.append(row)
+
+
+EVAL_STATISTICS = ("auto", "stored", "reestimate")
+
+
+def reestimates_statistics(option: str, norm: NormMethod) -> bool:
+    """Whether evaluations re-estimate the statistics first (``eval_statistics``): ``auto`` does
+    where the norm has a pre-training statistics pass (HBN §4.1 and its code)."""
+    if option not in EVAL_STATISTICS:
+        raise ConfigError(f"eval_statistics='{option}' is unknown; allowed: {', '.join(EVAL_STATISTICS)}")
+    if option == "reestimate" and not norm.statistics_before_training:
+        raise ConfigError("eval_statistics='reestimate' needs a norm with a statistics pass (norm=hbn with "
+                          "stats_source=separated); use eval_statistics=auto or stored")
+    return option == "reestimate" or (option == "auto" and norm.statistics_before_training)

@@ -19,3 +19,4 @@ class RunSettings:
     progress: bool = True
     checkpoint_every: int = 0
     channels_last: bool = False
+    eval_statistics: str = "auto"

@@ -33,8 +33,9 @@ BACKENDS: dict[str, type[Backend]] = {"loop": LoopBackend, "vmap": VmapBackend, 
 
 
 def default_metrics(personalized: bool) -> list[Metric]:
-    """Each client's own model when the clients keep state that changes evaluation, else the
-    global model overall and per domain."""
+    """Each client's own model (per client, per domain, averaged over domains; FedBN §5) when the
+    clients keep state that changes evaluation, else the global model overall and per domain;
+    both add validation columns when the clients hold a validation split."""
     names = ["client_accuracy"] if personalized else ["global_accuracy", "domain_accuracy"]
     return [METRICS.get(name)() for name in names]
 
@@ -54,11 +55,12 @@ class Simulation:
             to_channels_last(model)
         state = model.state_dict()
         local_keys = list(state) if algo.keeps_models_local else norm.local_keys(model)
-        self.store = ClientStore(state, local_keys, fed.clients)
+        shared = norm.shares_local_keys and not algo.keeps_models_local
+        self.store = ClientStore(state, local_keys, fed.clients, local_from_global=shared)
         self.personalized = bool(local_keys) and (algo.keeps_models_local or norm.local_state_in_evaluation)
         batch_size = algo.batch_size(settings.batch_size, settings.clients_per_round)
         context = TrainingContext(model, norm, algo, fed.data.train, local_keys, batch_size, settings.seed,
-                                  fed.num_clients, settings.augment, settings.channels_last)
+                                  fed.num_clients, settings.augment, settings.channels_last, shared)
         self.engine = engine
         self.backend = BACKENDS[engine](context)
         self.rounds = RoundRunner(fed, self.store, self.backend, settings, aggregator or Aggregator(), transforms)

@@ -5,8 +5,9 @@ Every paper in ``shared/papers`` differs along three questions (see docs/ARCHITE
 1. *Layer rule* — which module normalizes a layer (``norm_layer``) during training and evaluation,
    and, for ``engine=packed``, its packing rule, registered beside the layer in the method's own
    module (``core.packing.register_packing_rule``).
-2. *Client statistics* — what a client uploads (``before_local_training`` or
-   ``client_statistics``, as ``core.updates.Statistics``: per layer mean, var, count, declared
+2. *Client statistics* — what a client uploads (``client_statistics`` after training, or a
+   separate pass under the received weights before it, ``pass_statistics`` in
+   ``statistics_stages``; as ``core.updates.Statistics``: per layer mean, var, count, declared
    metadata) and which state never leaves it (``local_keys``).
 3. *Server aggregation* — how the server turns the uploads into new global state
    (``aggregate_statistics``), always through the run's ``Aggregator``, so that a robust rule
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 import torch
 from torch import nn
@@ -49,6 +50,13 @@ class NormMethod:
     state (FedBN); false when they are unused in eval mode (HBN's hybrid factor, §3.3)."""
     unsupported_backends: dict[str, str] = {}
     """Backend name -> why this method cannot run on it (empty: every backend)."""
+    statistics_before_training: bool = False
+    """When true, the clients' statistics come from a separate pass under the received weights
+    before training (``statistics_stages``/``pass_statistics``, HBN Eq. 7), aggregated stage by
+    stage, instead of from ``client_statistics``; the pass can also re-estimate them for testing."""
+    shares_local_keys: bool = False
+    """When true, ``local_keys`` are also uploaded and averaged, and a client that never trained
+    starts from that average (HBN's code, its hybrid factor)."""
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
@@ -86,20 +94,35 @@ class NormMethod:
         """State-dict keys that stay on their client and are never averaged (FedBN)."""
         return []
 
-    def before_local_training(self, model: nn.Module, x: torch.Tensor) -> Optional[Statistics]:
-        """Statistics computed from the client's data ``x`` under the received weights, before
-        training (HBN Eq. 7). ``None`` (the default) means: upload ``client_statistics`` after."""
-        return None
+    def statistics_stages(self, model: nn.Module, x: torch.Tensor) -> list[list[str]]:
+        """The layers of the pre-training statistics pass, in stages: each stage is recorded by
+        every client and aggregated before the next one runs (``x``: a sample input)."""
+        return [list(self.norm_modules(model))]
+
+    def pass_statistics(self, model: nn.Module, x: torch.Tensor, layers: list[str]) -> Statistics:
+        """The statistics of ``layers`` on a client's data ``x`` under the loaded state."""
+        return {}
 
     def client_statistics(self, model: nn.Module, num_samples: int) -> Statistics:
         """Statistics a client holding ``num_samples`` samples uploads after local training."""
         return {}
 
     # 3. Server aggregation ------------------------------------------------------------------
+    def client_weights(self, weights: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+        """The round's aggregation weights given the algorithm's ``weights`` and the sampled
+        clients' data ``sizes`` (default: the algorithm's; FedBN Alg. 1 averages uniformly)."""
+        return weights
+
     def aggregate_statistics(self, stats: list[Statistics], weights: torch.Tensor, aggregator: Aggregator,
                              global_state: State) -> State:
         """New global state entries from the clients' statistics (``weights`` sum to one)."""
         return {}
+
+    @contextlib.contextmanager
+    def fresh_statistics(self) -> Iterator[None]:
+        """Aggregations inside replace the global statistics instead of smoothing them (HBN's
+        statistics round and test-time re-estimation; a no-op for other methods)."""
+        yield
 
     # Lifecycle --------------------------------------------------------------------------------
     def on_round_start(self, round_idx: int, total_rounds: int, model: nn.Module) -> None:

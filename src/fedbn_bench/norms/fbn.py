@@ -16,7 +16,10 @@ at 1 (App. A convention).
 
 Server aggregation (Alg. 2 lines 9-10, law of total variance): ``mean = Σ wᵢ meanᵢ`` and
 ``var = Σ wᵢ varᵢ + Kn/((Kn-1) β) · Σ wᵢ (meanᵢ - mean)²``. The paper's ``wᵢ = 1/n`` is what DSGD's
-client weights give; other algorithms' weights (summing to one) keep the identity exact.
+client weights give, and only those make the result the statistics of the union batch: every
+client contributes ``K`` values to it, so its mean is the *unweighted* mean of the clients' batch
+means. Other weights (FedAvg's data sizes) give a weighted pooling instead, which is no longer
+the union batch's statistics.
 
 What is exchanged when:
 
@@ -40,6 +43,13 @@ Both aggregates go through the run's aggregator: the mean as ``agg(meanᵢ)`` an
 ``agg(varᵢ + scaleᵢ (meanᵢ - mean)²)``, which is line 10 for the weighted mean and lets a robust
 rule (FBN §5) replace both without touching this file.
 
+``variant: hbn_code`` is the FBN baseline the HBN authors ran for HBN Tables 1 and 3
+(HybridBN ``FedBaseline/models/FBN``), a different algorithm: a client's running statistics are
+the plain average of its round's batch means and biased variances (no EMA, no Kn/(Kn-1)); the
+server averages the means with the data-size weights and smooths them with its previous value
+(``mean = 0.1 m̄ + 0.9 mean_prev``), pools the variances around that *smoothed* mean divided by
+``N - 1`` (N the round's total samples), and smooths them the same way.
+
 Loading statistics into a layer (``load_state_dict``, i.e. receiving them from the server) makes
 them the shared statistics used for normalization until the next load; ``receive()`` does the same
 by hand. The local step counter and the union size are buffers (per client, carried by the
@@ -60,6 +70,9 @@ from fedbn_bench.errors import ConfigError
 from fedbn_bench.norms.base import NORMS, NormConfig, NormMethod, running_statistics, stacked
 
 CORRECTIONS = ("effective", "paper")
+VARIANTS = ("paper", "hbn_code")
+HBN_CODE_SERVER_MOMENTUM = 0.1
+"""``avg_momentum`` of the HBN authors' FBN server: the weight of the new aggregate."""
 BETWEEN_SCALE = "between_scale"
 
 
@@ -71,16 +84,24 @@ class FBNConfig(NormConfig):
     affine: bool = True
     num_clients: int = 1
     multistep_correction: str = "effective"
+    variant: str = "paper"
 
 
 @torch.no_grad()
 def update_running_statistics(x: torch.Tensor, running_mean: torch.Tensor, running_var: torch.Tensor,
                               local_updates: torch.Tensor, union_count: torch.Tensor, momentum: float,
-                              num_clients: int) -> None:
+                              num_clients: int, variant: str = "paper") -> None:
     """Alg. 2 lines 4-6 (App. A), in place: EMA of the batch mean and of the union-unbiased batch
-    variance, per channel of ``x`` (so the same call serves one client or packed clients)."""
+    variance, per channel of ``x`` (so the same call serves one client or packed clients);
+    ``hbn_code``: the running average of the round's batch means and biased variances."""
     dims = [0, *range(2, x.dim())]
     var, mean = torch.var_mean(x, dim=dims, correction=0)
+    if variant == "hbn_code":
+        k = local_updates.to(running_mean.dtype)
+        running_mean.mul_(k / (k + 1)).add_(mean.to(running_mean.dtype) / (k + 1))
+        running_var.mul_(k / (k + 1)).add_(var.to(running_var.dtype) / (k + 1))
+        local_updates.add_(1)
+        return
     count = x.numel() // x.size(1) * num_clients
     if count < 2:
         raise ValueError("FBN needs at least two values per channel in the union batch (K·n >= 2)")
@@ -108,10 +129,11 @@ class FederatedBatchNorm(nn.Module):
         num_clients: int = 1,
         affine: bool = True,
         multistep_correction: str = "effective",
+        variant: str = "paper",
     ) -> None:
         super().__init__()
         self.num_features, self.momentum, self.eps = num_features, momentum, eps
-        self.num_clients, self.multistep_correction = num_clients, multistep_correction
+        self.num_clients, self.multistep_correction, self.variant = num_clients, multistep_correction, variant
         self.weight = nn.Parameter(torch.ones(num_features)) if affine else None
         self.bias = nn.Parameter(torch.zeros(num_features)) if affine else None
         self.register_buffer("running_mean", torch.zeros(num_features))
@@ -142,7 +164,7 @@ class FederatedBatchNorm(nn.Module):
             return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps)
         out = F.batch_norm(x, self.shared_mean, self.shared_var, self.weight, self.bias, False, 0.0, self.eps)
         update_running_statistics(x.detach(), self.running_mean, self.running_var, self.local_updates,
-                                  self.union_count, self.momentum, self.num_clients)
+                                  self.union_count, self.momentum, self.num_clients, self.variant)
         return out
 
     def between_scale(self) -> torch.Tensor:
@@ -185,7 +207,7 @@ class PackedFederatedBatchNorm(PackedLayer):
             return F.batch_norm(x, self.flat("running_mean"), self.flat("running_var"), weight, bias, False, 0.0, s.eps)
         out = F.batch_norm(x, self.flat("shared_mean"), self.flat("shared_var"), weight, bias, False, 0.0, s.eps)
         update_running_statistics(x.detach(), self.flat("running_mean"), self.flat("running_var"),
-                                  self.local_updates, self.union_count, s.momentum, s.num_clients)
+                                  self.local_updates, self.union_count, s.momentum, s.num_clients, s.variant)
         return out
 
 
@@ -200,6 +222,26 @@ def aggregate_fbn_statistics(stats: list[Statistics], weights: torch.Tensor, agg
         dtype = stats[0][layer].mean.dtype
         out[f"{layer}.running_mean"] = mean.to(dtype)
         out[f"{layer}.running_var"] = var.to(dtype)
+    return out
+
+
+def aggregate_hbn_code_statistics(stats: list[Statistics], weights: torch.Tensor, aggregator: Aggregator,
+                                  global_state: State) -> State:
+    """The HBN authors' FBN server (``FedBaseline/models/FBN/server.py``), through ``aggregator``:
+    ``mean = 0.1 agg(meanᵢ) + 0.9 mean_prev``, ``var = 0.1 agg(varᵢ + (meanᵢ - mean)²) N/(N-1) + 0.9
+    var_prev`` with the data-size weights and N the clients' total samples."""
+    m = HBN_CODE_SERVER_MOMENTUM
+    out = {}
+    for layer in stats[0] if stats else ():
+        means, variances = stacked(stats, layer, "mean"), stacked(stats, layer, "var")
+        total = stacked(stats, layer, "count").sum()
+        key_mean, key_var = f"{layer}.running_mean", f"{layer}.running_var"
+        prev_mean, prev_var = global_state[key_mean].to(torch.float64), global_state[key_var].to(torch.float64)
+        mean = m * aggregator(means, weights) + (1 - m) * prev_mean
+        pooled = aggregator(variances + (means - mean) ** 2, weights) * (total / (total - 1).clamp_min(1))
+        dtype = stats[0][layer].mean.dtype
+        out[key_mean] = mean.to(dtype)
+        out[key_var] = (m * pooled + (1 - m) * prev_var).to(dtype)
     return out
 
 
@@ -221,11 +263,13 @@ class FederatedBN(NormMethod):
             raise ConfigError(
                 f"norm.multistep_correction='{cfg.multistep_correction}' is unknown; allowed: {', '.join(CORRECTIONS)}"
             )
+        if cfg.variant not in VARIANTS:
+            raise ConfigError(f"norm.variant='{cfg.variant}' is unknown; allowed: {', '.join(VARIANTS)}")
 
     def norm_layer(self, num_features: int, dims: int) -> nn.Module:
         layer = FederatedBatchNorm2d if dims == 2 else FederatedBatchNorm1d
         c = self.cfg
-        return layer(num_features, c.momentum, c.eps, c.num_clients, c.affine, c.multistep_correction)
+        return layer(num_features, c.momentum, c.eps, c.num_clients, c.affine, c.multistep_correction, c.variant)
 
     def client_statistics(self, model: nn.Module, num_samples: int) -> Statistics:
         layers = self.norm_modules(model)
@@ -236,4 +280,6 @@ class FederatedBN(NormMethod):
 
     def aggregate_statistics(self, stats: list[Statistics], weights: torch.Tensor, aggregator: Aggregator,
                              global_state: State) -> State:
+        if self.cfg.variant == "hbn_code":
+            return aggregate_hbn_code_statistics(stats, weights, aggregator, global_state)
         return aggregate_fbn_statistics(stats, weights, aggregator)

@@ -50,6 +50,8 @@ class TrainingContext:
     num_clients: int
     augment: bool = False
     channels_last: bool = False
+    uploads_local_keys: bool = False
+    """Whether the local keys are uploaded too (``NormMethod.shares_local_keys``)."""
 
 
 class Backend:
@@ -61,14 +63,6 @@ class Backend:
     def train(self, jobs: list[ClientJob], round_idx: int, lr: float) -> list[ClientResult]:
         raise NotImplementedError
 
-    def pre_statistics(self, job: ClientJob) -> Statistics | None:
-        """The norm's statistics before training (HBN Eq. 7), with the client loaded in the
-        model; the client's data is gathered only for methods that define the hook."""
-        norm = self.ctx.norm
-        if type(norm).before_local_training is NormMethod.before_local_training:
-            return None
-        return norm.before_local_training(self.ctx.model, self.ctx.train.x[job.indices])
-
     def load(self, job: ClientJob) -> None:
         model = self.ctx.model
         model.load_state_dict(job.start)
@@ -77,8 +71,9 @@ class Backend:
 
     def result(self, job: ClientJob, upload: State, extras: dict[str, State], algo_state: dict[str, Any],
                statistics: Statistics, local: State, loss: torch.Tensor) -> ClientResult:
-        """The client's result, with every key its norm keeps local removed from the upload."""
-        keys = set(self.ctx.local_keys)
+        """The client's result, with every key its norm keeps local removed from the upload
+        (unless the norm shares them)."""
+        keys = set() if self.ctx.uploads_local_keys else set(self.ctx.local_keys)
         shared = {k: v for k, v in upload.items() if k not in keys}
         extras = {name: {k: v for k, v in state.items() if k not in keys} for name, state in extras.items()}
         update = ClientUpdate(job.client, shared, statistics, extras, len(job.indices), loss)

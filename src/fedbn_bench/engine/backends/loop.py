@@ -55,11 +55,10 @@ class LoopBackend(Backend):
         x, y = client_round_batches(ctx.train.x, ctx.train.y, job.indices, ctx.batch_size, job.steps,
                                     (ctx.seed, round_idx, job.client), ctx.augment, ctx.train.crop_padding,
                                     ctx.train.pad_value)
-        pre_stats = self.pre_statistics(job)
         seed_global(ctx.seed, round_idx, job.client)
         batches = ((channels_last_input(xb) if ctx.channels_last else xb, yb) for xb, yb in zip(x, y))
         upload, extras, algo_state, loss = train_model(ctx.algo, model, batches, lr, job.algo_state)
-        stats = ctx.norm.client_statistics(model, len(job.indices)) if pre_stats is None else pre_stats
+        stats = ctx.norm.client_statistics(model, len(job.indices))
         state = model.state_dict()
         own = {k: state[k].detach().clone() for k in ctx.local_keys}
         return self.result(job, upload, extras, algo_state, stats, own, loss)

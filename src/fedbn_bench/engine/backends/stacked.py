@@ -91,7 +91,7 @@ class StackedBackend(Backend):
         model, algo, data = ctx.model, ctx.algo, ctx.train
         order = sorted(range(len(jobs)), key=lambda i: -jobs[i].steps)
         jobs = [jobs[i] for i in order]
-        xs, ys, pre_stats, locals_ = [], [], [], []
+        xs, ys, locals_ = [], [], []
         params: State = {}
         buffers: State = {}
         for i, job in enumerate(jobs):
@@ -101,7 +101,6 @@ class StackedBackend(Backend):
             xs.append(x)
             ys.append(y)
             self.load(job)
-            pre_stats.append(self.pre_statistics(job))
             own = {k: p.detach() for k, p in model.named_parameters()}
             locals_.append(algo.start(own, job.algo_state))
             self._copy_into(params, i, len(jobs), own)
@@ -124,7 +123,7 @@ class StackedBackend(Backend):
         state = {**params, **buffers}
         results: list[Optional[ClientResult]] = [None] * len(jobs)
         for i, job in enumerate(jobs):
-            stats = pre_stats[i] if pre_stats[i] is not None else self.statistics(state, i, len(job.indices))
+            stats = self.statistics(state, i, len(job.indices))
             own = {k: state[k][i].clone() for k in ctx.local_keys}
             loss = loss_sum[i] / max(job.steps, 1)
             upload_i = {k: v[i] for k, v in upload.items()}  # views of a fresh stack, consumed this round
