@@ -337,3 +337,83 @@ def test_register_model_validates_builders() -> None:
             return nn.Linear(1, 1)
 
     assert "_bad_test_model" not in MODELS
+
+
+# --------------------------------------------------------------------------- Hsieh's BN-LeNet has no affine
+
+
+ALL_NORMS = ["bn", "fbn", "fixbn", "hbn", "gn", "ln", "in", "fedbn"]
+
+
+def _built_norm(name: str):
+    from conftest import compose_config
+    from fedbn_bench.norms import build_norm
+
+    return build_norm(compose_config([f"norm={name}"]).norm)
+
+
+@pytest.mark.parametrize("norm_name", ["bn", "fbn"])
+def test_hsieh_lenet_norms_have_no_affine_by_default(norm_name: str) -> None:
+    norm = _built_norm(norm_name)
+    model = norm.prepare_model(build_model("lenet", norm.norm_layer, (3, 32, 32), 10))
+    layers = [m for m in model.modules() if isinstance(m, norm.layer_types)]
+    assert len(layers) == 3 and all(m.weight is None and m.bias is None for m in layers)
+    # only the three convolutions (no bias) and the head are learned
+    assert sorted(name for name, _ in model.named_parameters()) == [
+        "features.0.weight", "features.4.weight", "features.8.weight", "head.bias", "head.weight"]
+    assert model(torch.randn(4, 3, 32, 32)).shape == (4, 10)
+    affine = build_model("lenet", norm.norm_layer, (3, 32, 32), 10, affine=True)
+    assert sum(p.numel() for p in affine.parameters()) - sum(p.numel() for p in model.parameters()) == 2 * (32 + 32 + 64)
+    lenet5 = build_model("lenet", norm.norm_layer, (3, 32, 32), 10, variant="lenet5")
+    assert all(m.weight is not None for m in lenet5.modules() if isinstance(m, norm.layer_types))
+    lenet5_plain = build_model("lenet", norm.norm_layer, (3, 32, 32), 10, variant="lenet5", affine=False)
+    assert all(m.weight is None for m in lenet5_plain.modules() if isinstance(m, norm.layer_types))
+
+
+@pytest.mark.parametrize("norm_name", ALL_NORMS)
+def test_without_affine_equals_the_identity_affine(norm_name: str) -> None:
+    """Every norm method's layer without weight/bias computes what it computes with gamma=1,
+    beta=0 (its initial affine), in training and evaluation, and has no affine state."""
+    from fedbn_bench.models.base import without_affine
+
+    norm = _built_norm(norm_name)
+    torch.manual_seed(0)
+    full, plain = norm.norm_layer(8, 2), without_affine(norm.norm_layer(8, 2))
+    assert not {"weight", "bias"} & set(plain.state_dict())
+    assert not any(name in ("weight", "bias") for name, _ in plain.named_parameters())
+    x = torch.randn(6, 8, 5, 5)
+    for training in (True, False):
+        full.train(training), plain.train(training)
+        assert torch.allclose(full(x), plain(x), atol=1e-6), training
+
+
+def test_lenet_affine_option_is_checked() -> None:
+    with pytest.raises(ValueError, match="lenet option 'affine' must be true, false or null"):
+        build_model("lenet", bn_factory, (3, 32, 32), 10, affine="yes")
+
+
+@pytest.mark.parametrize("norm_name", ["bn", "fbn"])
+def test_hsieh_lenet_trains_one_round_on_loop_and_packed(norm_name: str, tmp_path) -> None:
+    from conftest import compose_config
+    from fedbn_bench.runner import run_experiment
+
+    acc = {}
+    for engine in ("loop", "packed"):
+        cfg = compose_config(["debug=default", "model=lenet", f"norm={norm_name}", f"engine={engine}", "rounds=1"])
+        summary = run_experiment(cfg, tmp_path / engine)
+        assert summary["status"] == "completed"
+        acc[engine] = summary["final_test_acc"]
+    assert abs(acc["loop"] - acc["packed"]) < 0.02
+
+
+def test_hsieh_lenet_with_fixbn_freeze_affine_reaches_stage_two() -> None:
+    """FixBN's ``freeze_affine`` reads the layers' ``affine`` flag: it must say False once the
+    affine parameters are gone."""
+    from conftest import compose_config
+    from fedbn_bench.norms import build_norm
+
+    norm = build_norm(compose_config(["norm=fixbn", "norm.freeze_affine=true"]).norm)
+    model = norm.prepare_model(build_model("lenet", norm.norm_layer, (3, 32, 32), 10))
+    norm.on_round_start(9, 10, model)  # stage II
+    assert norm.frozen and all(not m.affine for m in norm.norm_modules(model).values())
+    assert model.train()(torch.randn(4, 3, 32, 32)).shape == (4, 10)

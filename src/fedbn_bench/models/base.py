@@ -48,6 +48,22 @@ def make_norm(norm_layer: NormFactory, num_features: int, dims: int) -> nn.Modul
     return layer
 
 
+def without_affine(layer: nn.Module) -> nn.Module:
+    """``layer`` with its affine ``weight`` and ``bias`` removed (re-registered as ``None``), in place.
+
+    For architectures whose source normalizes without a learned scale and shift (a Caffe
+    ``BatchNorm`` layer not followed by a ``Scale`` layer). Works on any norm method's layer: every
+    layer here treats ``weight is None`` as "no affine", and the ``affine`` flag of torch's layers
+    is cleared to match. Other parameters (HBN's hybrid factor) and the statistics stay.
+    """
+    for name in ("weight", "bias"):
+        if name in layer._parameters:
+            layer.register_parameter(name, None)
+    if hasattr(layer, "affine"):
+        layer.affine = False
+    return layer
+
+
 def image_shape(input_shape: tuple[int, ...], model: str) -> tuple[int, int, int]:
     """Validate an image shape (C, H, W) for ``model`` and return it as a tuple of ints."""
     shape = as_shape(input_shape)

@@ -12,10 +12,12 @@ al. [14], and the LeNet of that study (its released BN-LeNet / GN-LeNet CIFAR-10
 
 Three norm layers (dims=2); the single linear layer has none. The pools use ``ceil_mode=True``,
 which is the pooling arithmetic of the Caffe networks of [14] (3x32x32: 32 -> 16 -> 8 -> 4,
-flat = 1024).
+flat = 1024). The norm layers have no affine scale and shift: in ``bnlenet_train_val.prototxt``
+each Caffe ``BatchNorm`` layer feeds the ReLU directly, with no ``Scale`` layer, so the network
+learns no gamma/beta (``affine=True`` keeps the norm method's own affine parameters instead).
 
 ``variant="lenet5"`` is the classic LeNet-5 of [65] with a norm after each convolution (two norm
-layers, none in the FC layers)::
+layers, none in the FC layers; affine as the norm method builds it unless ``affine=False``)::
 
     conv5x5(C->6, valid)  norm ReLU MaxPool(2,2)
     conv5x5(6->16, valid) norm ReLU MaxPool(2,2)
@@ -30,6 +32,8 @@ ever shrinks below 1x1 and no valid convolution is larger than its input. ``MIN_
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from torch import Tensor, nn
 
 from fedbn_bench.models.base import (
@@ -38,17 +42,21 @@ from fedbn_bench.models.base import (
     flat_size,
     image_shape,
     make_norm,
+    without_affine,
     zero_pad_to,
 )
 from fedbn_bench.models.registry import NormFactory, register_model
 
 MIN_SIDE = {"hsieh": 8, "lenet5": 13}
 """Smallest input side each variant can process without padding."""
+AFFINE = {"hsieh": False, "lenet5": True}
+"""Whether each variant's norm layers keep their affine parameters when ``affine`` is null."""
 
 
 @register_model("lenet")
 class LeNet(FeatureClassifier):
-    """FixBN's LeNet-like CNN; option ``variant`` is "hsieh" (default) or "lenet5"."""
+    """FixBN's LeNet-like CNN; options ``variant`` ("hsieh", default, or "lenet5") and ``affine``
+    (null = the variant's source: none for "hsieh", the norm method's for "lenet5")."""
 
     def __init__(
         self,
@@ -57,26 +65,36 @@ class LeNet(FeatureClassifier):
         num_classes: int,
         *,
         variant: str = "hsieh",
+        affine: Optional[bool] = None,
     ) -> None:
         super().__init__()
         c, h, w = image_shape(input_shape, "lenet")
         num_classes = check_num_classes(num_classes)
         if variant not in MIN_SIDE:
             raise ValueError(f"lenet option 'variant' must be one of {sorted(MIN_SIDE)}, got {variant!r}")
-        self.variant = variant
+        if affine is None:
+            affine = AFFINE[variant]
+        elif not isinstance(affine, bool):
+            raise ValueError(f"lenet option 'affine' must be true, false or null, got {affine!r}")
+        self.variant, self.affine = variant, affine
+
+        def norm(num_features: int) -> nn.Module:
+            layer = make_norm(norm_layer, num_features, 2)
+            return layer if affine else without_affine(layer)
+
         self.pad = zero_pad_to(MIN_SIDE[variant], h, w)
         if variant == "hsieh":
             self.features = nn.Sequential(
                 nn.Conv2d(c, 32, 5, 1, 2, bias=False),
                 nn.MaxPool2d(3, 2, ceil_mode=True),
-                make_norm(norm_layer, 32, 2),
+                norm(32),
                 nn.ReLU(),
                 nn.Conv2d(32, 32, 5, 1, 2, bias=False),
-                make_norm(norm_layer, 32, 2),
+                norm(32),
                 nn.ReLU(),
                 nn.AvgPool2d(3, 2, ceil_mode=True),
                 nn.Conv2d(32, 64, 5, 1, 2, bias=False),
-                make_norm(norm_layer, 64, 2),
+                norm(64),
                 nn.ReLU(),
                 nn.AvgPool2d(3, 2, ceil_mode=True),
                 nn.Flatten(1),
@@ -87,11 +105,11 @@ class LeNet(FeatureClassifier):
         else:
             self.features = nn.Sequential(
                 nn.Conv2d(c, 6, 5),
-                make_norm(norm_layer, 6, 2),
+                norm(6),
                 nn.ReLU(),
                 nn.MaxPool2d(2, 2, ceil_mode=True),
                 nn.Conv2d(6, 16, 5),
-                make_norm(norm_layer, 16, 2),
+                norm(16),
                 nn.ReLU(),
                 nn.MaxPool2d(2, 2, ceil_mode=True),
                 nn.Flatten(1),
