@@ -120,6 +120,9 @@ def test_every_norm_is_equivalent_without_fallback(norm, dtype, engine, tmp_path
     ["norm=fbn", "algo=dsgd"],
     ["norm=fbn", "algo=fedavg", "norm.multistep_correction=paper"],
     ["norm=hbn", "algo=fedavg", "algo.momentum_carry=local"],
+    ["norm=fbn", "norm.variant=hbn_code"],
+    ["norm=hbn", "norm.variant=code"],
+    ["algo=fedavg", "algo.clip_grad_norm=0.5"],
 ])
 @pytest.mark.parametrize("engine", ["vmap", "packed"])
 def test_every_algorithm_is_equivalent(overrides, engine, tmp_path):

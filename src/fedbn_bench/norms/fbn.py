@@ -98,6 +98,7 @@ def update_running_statistics(x: torch.Tensor, running_mean: torch.Tensor, runni
     var, mean = torch.var_mean(x, dim=dims, correction=0)
     if variant == "hbn_code":
         k = local_updates.to(running_mean.dtype)
+        k = k.repeat_interleave(running_mean.numel() // k.numel()) if k.dim() else k  # packed: per channel
         running_mean.mul_(k / (k + 1)).add_(mean.to(running_mean.dtype) / (k + 1))
         running_var.mul_(k / (k + 1)).add_(var.to(running_var.dtype) / (k + 1))
         local_updates.add_(1)
