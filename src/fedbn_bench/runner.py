@@ -64,6 +64,12 @@ def build_federation(cfg: DictConfig, device: torch.device) -> tuple[Federation,
     algo = build_algorithm(cfg.algo)
     batch_size = algo.batch_size(cfg.batch_size, cfg.clients_per_round)
     clients = [torch.cat(parts)] if algo.pools_clients else parts
+    strata = [len(p) for p in parts] if algo.pools_clients and algo.pools_by_client else None
+    if strata:  # the union of one batch of every client (FBN Remark 4.1)
+        if cfg.clients_per_round < cfg.num_clients or cfg.val_fraction:
+            raise ConfigError(f"algo={cfg.algo.name} draws one batch of every client: it needs clients_per_round = "
+                              "num_clients and no val_fraction; set algo.union_draw=uniform otherwise")
+        validate_client_sizes(strata, cfg.batch_size, needs_two=False)
     val: list = [None] * len(clients)
     if cfg.val_fraction:
         split = [hold_out_validation(c, cfg.val_fraction, cfg.seed, i) for i, c in enumerate(clients)]
@@ -83,7 +89,7 @@ def build_federation(cfg: DictConfig, device: torch.device) -> tuple[Federation,
         domain_test = domain_test_splits(data, [])[1]
     data = data.to(device)
     records = [ClientRecord(indices=c.to(device), test_indices=None if t is None else t.to(device),
-                            val_indices=None if v is None else v.to(device), domain=d)
+                            val_indices=None if v is None else v.to(device), domain=d, strata=strata)
                for c, t, v, d in zip(clients, client_test, val, domains)]
     fed = Federation(data=data, clients=records, model=model.to(device), norm=norm, algo=algo,
                      domain_test={k: v.to(device) for k, v in domain_test.items()})

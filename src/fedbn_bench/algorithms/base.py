@@ -60,6 +60,9 @@ class Algorithm:
     config_class: type = AlgoConfig
     keeps_models_local: bool = False
     pools_clients: bool = False
+    pools_by_client: bool = False
+    """With ``pools_clients``: each batch of the pooled client is the union of one batch per
+    original client (``engine.sampling.draw_union_batches``) instead of a uniform draw."""
     stacked_unsupported: Optional[str] = None
     """Why the stacked backends (vmap, packed) cannot run this algorithm's client update."""
 

@@ -22,13 +22,16 @@ dataset loaders use tags 11-51)."""
 class ClientRecord:
     """One client: its training indices, its own test (and validation) indices when the
     partition gives it some, its domain id, and its role (e.g. FedRBN's adversarial-training
-    users; ``standard`` by default)."""
+    users; ``standard`` by default). A pooled client (``Algorithm.pools_clients``) drawing the
+    union of one batch per original client has ``strata``: the sizes of the consecutive blocks
+    of ``indices`` that are those clients' data."""
 
     indices: torch.Tensor
     test_indices: Optional[torch.Tensor] = None
     val_indices: Optional[torch.Tensor] = None
     domain: Optional[int] = None
     role: str = "standard"
+    strata: Optional[list[int]] = None
 
     @property
     def size(self) -> int:

@@ -45,7 +45,8 @@ class RoundRunner:
         algo, store = self.fed.algo, self.store
         return [ClientJob(client=c, start=algo.broadcast(store.global_state, c), local=store.client_local[c],
                           algo_state=store.client_algo_state[c], indices=store.records[c].indices,
-                          steps=algo.num_steps(store.records[c].size, self.batch_size))
+                          steps=algo.num_steps(store.records[c].size, self.batch_size),
+                          strata=store.records[c].strata)
                 for c in clients]
 
     def weights(self, clients: list[int]) -> torch.Tensor:

@@ -68,6 +68,21 @@ def draw_batches(indices: torch.Tensor, batch_size: int, steps: int, gen: torch.
     return indices[order].view(steps, batch_size)
 
 
+def draw_union_batches(indices: torch.Tensor, strata: list[int], batch_size: int, steps: int, seed: int,
+                       round_idx: int) -> torch.Tensor:
+    """A ``(steps, batch_size)`` tensor whose every row is the union of one batch of
+    ``batch_size // len(strata)`` per stratum: ``indices`` is the concatenation of the strata
+    (``strata`` their sizes), stratum ``k`` draws as client ``k`` would (``draw_batches`` with
+    the generator ``(seed, round, k)``), so a pooled client sees exactly the union of the
+    batches its original clients would draw (FBN Remark 4.1)."""
+    per_stratum, rest = divmod(batch_size, len(strata))
+    if rest:
+        raise ValueError(f"a union batch of {batch_size} cannot hold equal batches of {len(strata)} strata")
+    blocks = torch.split(indices, strata)
+    return torch.cat([draw_batches(block, per_stratum, steps, generator(seed, round_idx, k))
+                      for k, block in enumerate(blocks)], dim=1)
+
+
 def client_round_batches(
     x: torch.Tensor,
     y: torch.Tensor,
@@ -78,14 +93,18 @@ def client_round_batches(
     augment: bool,
     padding: int = 4,
     fill: Optional[torch.Tensor] = None,
+    strata: Optional[list[int]] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """All batches of one client in one round, gathered at once: ``(steps, B, ...)`` inputs and
     ``(steps, B)`` labels. ``keys`` is ``(seed, round, client)``; the batches come from its
-    generator, the augmentation (random crop + flip, ``padding`` pixels of ``fill``: the train
+    generator (with ``strata``, from ``draw_union_batches``), the augmentation (random crop + flip, ``padding`` pixels of ``fill``: the train
     split's ``crop_padding`` and ``pad_value``) from its augmentation stream on ``x``'s device.
     Both engines call this, so they see identical batches.
     """
-    index_batches = draw_batches(indices, batch_size, steps, generator(*keys))
+    if strata is None:
+        index_batches = draw_batches(indices, batch_size, steps, generator(*keys))
+    else:
+        index_batches = draw_union_batches(indices, strata, batch_size, steps, keys[0], keys[1])
     flat = index_batches.reshape(-1)
     xb = x[flat]
     if augment:

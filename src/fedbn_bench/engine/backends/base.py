@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import torch
 from torch import nn
@@ -25,6 +25,7 @@ class ClientJob:
     algo_state: dict[str, Any]
     indices: torch.Tensor
     steps: int
+    strata: Optional[list[int]] = None
 
 
 @dataclass

@@ -54,7 +54,7 @@ class LoopBackend(Backend):
         self.load(job)
         x, y = client_round_batches(ctx.train.x, ctx.train.y, job.indices, ctx.batch_size, job.steps,
                                     (ctx.seed, round_idx, job.client), ctx.augment, ctx.train.crop_padding,
-                                    ctx.train.pad_value)
+                                    ctx.train.pad_value, job.strata)
         seed_global(ctx.seed, round_idx, job.client)
         batches = ((channels_last_input(xb) if ctx.channels_last else xb, yb) for xb, yb in zip(x, y))
         upload, extras, algo_state, loss = train_model(ctx.algo, model, batches, lr, job.algo_state)

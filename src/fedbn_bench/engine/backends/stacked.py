@@ -97,7 +97,7 @@ class StackedBackend(Backend):
         for i, job in enumerate(jobs):
             x, y = client_round_batches(data.x, data.y, job.indices, ctx.batch_size, job.steps,
                                         (ctx.seed, round_idx, job.client), ctx.augment, data.crop_padding,
-                                        data.pad_value)
+                                        data.pad_value, job.strata)
             xs.append(x)
             ys.append(y)
             self.load(job)
