@@ -115,6 +115,8 @@ def test_every_norm_is_equivalent_without_fallback(norm, dtype, engine, tmp_path
     ["algo=fedavg", "algo.momentum_carry=global"],
     ["algo=fedavg", "algo.momentum=0", "algo.weight_decay=0", "algo.local_epochs=2"],
     ["algo=local"],
+    ["algo=scaffold"],
+    ["algo=scaffold", "norm=fedbn"],
     ["algo=centralized", "algo.local_steps=3", "algo.union_draw=uniform"],
     ["algo=centralized", "algo.local_steps=3", "clients_per_round=10", "partition=iid", "batch_size=8"],
     ["norm=fedbn", "algo=dsgd"],
