@@ -126,6 +126,8 @@ def test_every_norm_is_equivalent_without_fallback(norm, dtype, engine, tmp_path
     ["norm=fbn", "norm.variant=hbn_code"],
     ["norm=hbn", "norm.variant=code"],
     ["algo=fedavg", "algo.clip_grad_norm=0.5"],
+    ["algo=fedadam"],
+    ["algo=fedavgm"],
 ])
 @pytest.mark.parametrize("engine", ["vmap", "packed"])
 def test_every_algorithm_is_equivalent(overrides, engine, tmp_path):

@@ -45,6 +45,8 @@ def stop_at(monkeypatch, round_idx: int) -> None:
     ["norm=fbn", "algo=dsgd", "algo.client_momentum=0.9"],
     ["norm=fixbn", "model=fbn_cnn", "dataset.augment=true"],
     ["norm=fedbn", "algo=scaffold"],
+    ["norm=gn", "algo=fedadam"],
+    ["norm=bn", "algo=fedavgm"],
 ])
 def test_resumed_run_matches_uninterrupted_run(overrides, tmp_path, monkeypatch):
     """Stopped during round 5 with a checkpoint after round 4 and a metrics row for round 5
