@@ -126,6 +126,10 @@ def test_every_norm_is_equivalent_without_fallback(norm, dtype, engine, tmp_path
     ["norm=fbn", "norm.variant=hbn_code"],
     ["norm=hbn", "norm.variant=code"],
     ["algo=fedavg", "algo.clip_grad_norm=0.5"],
+    ["algo=fedprox", "algo.mu=0.1"],
+    ["algo=fedprox", "algo.mu=0.1", "algo.proximal=unsquared"],
+    ["algo=fedacg"],
+    ["norm=fedbn", "algo=fedacg", "algo.beta=0.1"],
     ["algo=fedadam"],
     ["algo=fedavgm"],
 ])
