@@ -415,8 +415,8 @@ def test_code_variant_averages_the_factor_and_new_clients_start_from_the_average
         original(self, *args, **kwargs)
         jobs = self.rounds.jobs
 
-        def spy(clients):
-            out = jobs(clients)
+        def spy(clients, **kwargs):
+            out = jobs(clients, **kwargs)
             for job in out:
                 starts.setdefault(job.client, []).append({k: v.clone() for k, v in job.local.items()})
             return out
@@ -493,3 +493,16 @@ def test_every_option_runs_end_to_end(tmp_path, option):
 def test_invalid_options_name_the_key(option, key):
     with pytest.raises(ConfigError, match=key):
         hbn(f"norm.{option}")
+
+
+def test_reestimation_uses_the_global_weights_not_a_look_ahead_broadcast(monkeypatch, tmp_path):
+    """FedACG broadcasts a look-ahead model; statistics re-estimated for testing (and at T + 1)
+    belong to the global weights that are evaluated, so they never go through ``broadcast``."""
+    sim = run_spy(monkeypatch, tmp_path, "norm=hbn", "algo=fedacg", "model=simple_cnn", "num_clients=4",
+                  "rounds=1", "algo.local_steps=2")
+
+    def no_broadcast(global_state, client):
+        raise AssertionError("re-estimation went through algo.broadcast")
+
+    monkeypatch.setattr(sim.fed.algo, "broadcast", no_broadcast)
+    assert sim.rounds.fresh_statistics(0)

@@ -41,9 +41,12 @@ class RoundRunner:
         sampled = sample_clients(len(self.store), self.s.clients_per_round, generator(self.s.seed, round_idx))
         return participating(sampled, self.store.sizes, self.batch_size)
 
-    def jobs(self, clients: list[int]) -> list[ClientJob]:
+    def jobs(self, clients: list[int], broadcast: bool = True) -> list[ClientJob]:
+        """The clients' jobs, starting from the algorithm's broadcast (``broadcast=False``: from
+        the global state itself, the model that is evaluated)."""
         algo, store = self.fed.algo, self.store
-        return [ClientJob(client=c, start=algo.broadcast(store.global_state, c), local=store.client_local[c],
+        return [ClientJob(client=c, start=algo.broadcast(store.global_state, c) if broadcast else store.global_state,
+                          local=store.client_local[c],
                           algo_state=store.client_algo_state[c], indices=store.records[c].indices,
                           steps=algo.num_steps(store.records[c].size, self.batch_size),
                           strata=store.records[c].strata)
@@ -92,10 +95,11 @@ class RoundRunner:
                                self.aggregator, store.global_state, self.transforms)
 
     def fresh_statistics(self, round_idx: int) -> State:
-        """The statistics re-estimated (λ = 1) under the current global weights on round
-        ``round_idx``'s sampled clients (HBN §4.1: before each test)."""
+        """The statistics re-estimated (λ = 1) under the current global weights (not a look-ahead
+        broadcast such as FedACG's) on round ``round_idx``'s sampled clients (HBN §4.1: before
+        each test, and Alg. 1's round T + 1)."""
         with self.fed.norm.fresh_statistics():
-            return self.statistics_pass(round_idx, self.jobs(self.sample(round_idx)))
+            return self.statistics_pass(round_idx, self.jobs(self.sample(round_idx), broadcast=False))
 
     def statistics_round(self, round_idx: int) -> None:
         """A statistics-only round (no training): HBN Alg. 1 at t = T + 1, on freshly sampled clients."""
