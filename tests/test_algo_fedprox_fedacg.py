@@ -184,3 +184,18 @@ def test_runs_two_rounds_on_every_norm(name, norm, tmp_path):
     summary = run_experiment(compose_config([f"algo={name}", f"norm={norm}", "rounds=2", "algo.local_steps=2",
                                              "num_clients=4"]), tmp_path)
     assert summary["status"] == "completed"
+
+
+@pytest.mark.parametrize("algo", ["fedprox", "fedacg"])
+def test_keys_a_norm_keeps_local_have_no_proximal_term(tmp_path, algo):
+    """Issue 12: FedBN's BN keys stay on their client, so they are never in the proximal anchor."""
+    cfg = compose_config([f"algo={algo}", "norm=fedbn", "num_clients=4", "rounds=1", "algo.local_steps=1"])
+    fed, _ = build_federation(cfg, torch.device("cpu"))
+    settings = RunSettings(rounds=1, clients_per_round=4, batch_size=cfg.batch_size, lr=cfg.algo.lr,
+                           schedule=cfg.algo.schedule, seed=0, eval_every=1, progress=False)
+    sim = Simulation(fed, settings, RunRecorder(tmp_path), NullLogger(), engine="loop")
+    local = set(sim.store.local_keys)
+    params = {k: p.detach() for k, p in fed.model.named_parameters()}
+    anchor = fed.algo.start(params, {})["anchor"]
+    assert local and fed.algo.local_keys == local & set(fed.model.state_dict())
+    assert anchor and not local & set(anchor) and set(anchor) | (local & set(params)) == set(params)

@@ -144,8 +144,6 @@ def test_local_keys_never_in_c_or_uploaded_control(tmp_path):
     assert c == uploaded == stored
 
 
-@pytest.mark.xfail(strict=True, reason="the algorithm is not told the norm's local keys (base.py): the first "
-                                       "round's c_i⁺ cover every parameter until the client's next round")
 def test_local_keys_never_in_c_i_after_the_first_round(tmp_path):
     local, _, _, stored = local_keys_seen(tmp_path, rounds=1)
     assert not local & stored

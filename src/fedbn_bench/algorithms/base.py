@@ -59,6 +59,9 @@ class Algorithm:
 
     config_class: type = AlgoConfig
     keeps_models_local: bool = False
+    local_keys: frozenset[str] = frozenset()
+    """The keys the norm keeps on each client (set by the engine): never in an algorithm's proximal
+    anchors, control variates or server state."""
     pools_clients: bool = False
     pools_by_client: bool = False
     """With ``pools_clients``: each batch of the pooled client is the union of one batch per

@@ -50,7 +50,8 @@ class FedACG(Algorithm):
         return {**global_state, **{k: global_state[k] + lam * m for k, m in self.global_momentum.items()}}
 
     def start(self, params: State, client_state: dict[str, Any]) -> LocalTree:
-        return {**super().start(params, client_state), **start_anchor(params)}
+        shared = {k: p for k, p in params.items() if k not in self.local_keys}
+        return {**super().start(params, client_state), **start_anchor(shared)}
 
     def gradient_hook(self, grads: State, params: State, local: LocalTree) -> State:
         grads = add_proximal_gradient(grads, params, local, self.cfg.beta, squared=True)

@@ -11,9 +11,8 @@ Default ``μ = 1e-2``: FedBN's value (App. D.2 digits and D.3 Office/DomainNet, 
 FedProx's settings; ABIDE, D.4: 0.2); FedBN's code defaults to 1e-3 with the unsquared norm
 (``../shared/repro/hbn_fedrbn_fedbn.md``). FedProx itself tunes μ over {0.001, 0.01, 0.1, 1}.
 
-The anchor is every received parameter: the algorithm is not told which keys the norm keeps local,
-so with a norm that keeps keys local (FedBN's BN) the term also ties those to the client's own
-values at the start of the round.
+The anchor is every received parameter the norm shares: keys it keeps local (FedBN's BN,
+``Algorithm.local_keys``) have no proximal term.
 """
 from __future__ import annotations
 
@@ -46,17 +45,17 @@ def start_anchor(params: State) -> LocalTree:
 
 
 def add_proximal_gradient(grads: State, params: State, local: LocalTree, mu: float, squared: bool) -> State:
-    """``grads`` plus the proximal gradient: ``μ (w − w_g)``, or ``μ/2 (w − w_g) / ‖w − w_g‖``
-    (``squared=False``; zero where the distance is zero)."""
+    """``grads`` plus the proximal gradient on the anchored keys: ``μ (w − w_g)``, or
+    ``μ/2 (w − w_g) / ‖w − w_g‖`` (``squared=False``; zero where the distance is zero)."""
     anchor, norm_out = local["anchor"], local["proximal_norm"]
     diff = {k: params[k] - a for k, a in anchor.items()}
     if squared:
-        return {k: g + mu * diff[k] for k, g in grads.items()}
+        return {k: g + mu * diff[k] if k in diff else g for k, g in grads.items()}
     lead = norm_out.dim()
     total = torch.stack([d.square().flatten(lead).sum(-1) for d in diff.values()]).sum(0).sqrt()
     norm_out.copy_(total)
     scale = torch.where(total > 0, (mu / 2) / total.clamp(min=torch.finfo(total.dtype).tiny), torch.zeros_like(total))
-    return {k: g + per_client(scale, g) * diff[k] for k, g in grads.items()}
+    return {k: g + per_client(scale, g) * diff[k] if k in diff else g for k, g in grads.items()}
 
 
 @ALGORITHMS.register("fedprox")
@@ -71,7 +70,8 @@ class FedProx(Algorithm):
             raise ConfigError(f"algo.proximal='{cfg.proximal}' is unknown; allowed: {', '.join(PROXIMAL)}")
 
     def start(self, params: State, client_state: dict[str, Any]) -> LocalTree:
-        return {**super().start(params, client_state), **start_anchor(params)}
+        shared = {k: p for k, p in params.items() if k not in self.local_keys}
+        return {**super().start(params, client_state), **start_anchor(shared)}
 
     def gradient_hook(self, grads: State, params: State, local: LocalTree) -> State:
         """The proximal gradient added, then the base class's clipping of the total."""

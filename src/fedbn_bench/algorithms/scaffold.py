@@ -20,10 +20,8 @@
   weights (``NormMethod.client_weights``). ``N`` is ``num_clients`` (the run's total number of
   clients), ``|S|`` the round's participants.
 
-The algorithm is not told which keys a norm keeps local, so ``c``'s keys are learned from the
-first round's uploads: in the first round, the clients' new ``c_i`` cover every parameter (local
-keys included) until their next round, which keeps ``c``'s keys only. The local keys' control
-variates are never used: ``c`` has none, so their local steps are plain SGD.
+Keys a norm keeps local (``Algorithm.local_keys``) have no control variates: their local steps are
+plain SGD, and neither ``c`` nor any ``c_i`` holds them.
 """
 from __future__ import annotations
 
@@ -71,8 +69,8 @@ class Scaffold(Algorithm):
 
     def start(self, params: State, client_state: dict[str, Any]) -> LocalTree:
         """The base tree plus the anchor ``x``, the client's ``c_i`` (zero at first) and the sum of
-        its step sizes, on ``c``'s keys (every parameter before the first server update)."""
-        keys = list(self.c) if self.c else list(params)
+        its step sizes, on the parameters the norm shares."""
+        keys = [k for k in params if k not in self.local_keys]
         own = client_state.get("control", {})
         control = {k: own[k].clone() if k in own else torch.zeros_like(params[k]) for k in keys}
         anchor = {k: params[k].clone() for k in keys}

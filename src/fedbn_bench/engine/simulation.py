@@ -56,6 +56,7 @@ class Simulation:
         state = model.state_dict()
         local_keys = list(state) if algo.keeps_models_local else norm.local_keys(model)
         shared = norm.shares_local_keys and not algo.keeps_models_local
+        algo.local_keys = frozenset() if shared or algo.keeps_models_local else frozenset(local_keys)
         self.store = ClientStore(state, local_keys, fed.clients, local_from_global=shared)
         self.personalized = bool(local_keys) and (algo.keeps_models_local or norm.local_state_in_evaluation)
         batch_size = algo.batch_size(settings.batch_size, settings.clients_per_round)
