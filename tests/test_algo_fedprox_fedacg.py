@@ -7,16 +7,13 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conftest import compose_config
+from conftest import build_simulation, compose_config
 from fedbn_bench.algorithms import ALGORITHMS, build_algorithm
 from fedbn_bench.core.aggregation import Aggregator
 from fedbn_bench.core.updates import ClientUpdate
-from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.errors import ConfigError
-from fedbn_bench.records.loggers import NullLogger
-from fedbn_bench.records.run_records import RunRecorder
-from fedbn_bench.runner import build_federation, run_experiment
+from fedbn_bench.runner import run_experiment
 
 BASE = ["model=simple_cnn", "num_clients=6", "clients_per_round=3", "batch_size=32", "alpha=0.3", "lr=0.05"]
 F64 = {"rtol": 1e-9, "atol": 1e-11}
@@ -28,16 +25,7 @@ def algo(name: str, **kw):
 
 def simulate(overrides: list[str], tmp_path, rounds: int = 2) -> Simulation:
     """A ``rounds``-round run on ``engine=loop`` in float64."""
-    cfg = compose_config([*BASE, *overrides])
-    torch.manual_seed(cfg.seed)
-    fed, _ = build_federation(cfg, torch.device("cpu"))
-    fed.model.to(torch.float64)
-    for split in (fed.data.train, fed.data.test):
-        split.x = split.x.to(torch.float64)
-    settings = RunSettings(rounds=rounds, clients_per_round=cfg.clients_per_round, batch_size=cfg.batch_size,
-                           lr=cfg.algo.lr, schedule=cfg.algo.schedule, seed=cfg.seed, eval_every=1,
-                           augment=cfg.dataset.augment, progress=False)
-    sim = Simulation(fed, settings, RunRecorder(tmp_path / "_".join(overrides)), NullLogger(), engine="loop")
+    sim = build_simulation([*BASE, *overrides], tmp_path / "_".join(overrides), rounds)
     for r in range(rounds):
         sim.run_round(r)
     return sim
@@ -189,11 +177,9 @@ def test_runs_two_rounds_on_every_norm(name, norm, tmp_path):
 @pytest.mark.parametrize("algo", ["fedprox", "fedacg"])
 def test_keys_a_norm_keeps_local_have_no_proximal_term(tmp_path, algo):
     """Issue 12: FedBN's BN keys stay on their client, so they are never in the proximal anchor."""
-    cfg = compose_config([f"algo={algo}", "norm=fedbn", "num_clients=4", "rounds=1", "algo.local_steps=1"])
-    fed, _ = build_federation(cfg, torch.device("cpu"))
-    settings = RunSettings(rounds=1, clients_per_round=4, batch_size=cfg.batch_size, lr=cfg.algo.lr,
-                           schedule=cfg.algo.schedule, seed=0, eval_every=1, progress=False)
-    sim = Simulation(fed, settings, RunRecorder(tmp_path), NullLogger(), engine="loop")
+    sim = build_simulation([f"algo={algo}", "norm=fedbn", "num_clients=4", "algo.local_steps=1"], tmp_path,
+                           rounds=1, dtype=torch.float32)
+    fed = sim.fed
     local = set(sim.store.local_keys)
     params = {k: p.detach() for k, p in fed.model.named_parameters()}
     anchor = fed.algo.start(params, {})["anchor"]

@@ -7,17 +7,14 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conftest import compose_config
+from conftest import build_simulation, compose_config
 from fedbn_bench.algorithms.scaffold import Scaffold, ScaffoldConfig
 from fedbn_bench.core.aggregation import Aggregator
 from fedbn_bench.core.updates import ClientUpdate
 from fedbn_bench.engine.checkpoint import plain_attributes
-from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.errors import ConfigError
-from fedbn_bench.records.loggers import NullLogger
-from fedbn_bench.records.run_records import RunRecorder
-from fedbn_bench.runner import build_federation, run_experiment
+from fedbn_bench.runner import run_experiment
 
 BASE = ["model=simple_cnn", "num_clients=6", "clients_per_round=3", "batch_size=32", "alpha=0.3", "lr=0.05"]
 PLAIN_SGD = ["algo.momentum=0", "algo.weight_decay=0", "algo.clip_grad_norm=null"]
@@ -25,16 +22,7 @@ PLAIN_SGD = ["algo.momentum=0", "algo.weight_decay=0", "algo.clip_grad_norm=null
 
 def simulation(overrides: list[str], tmp_path, rounds: int = 2) -> Simulation:
     """A float64 loop simulation of ``overrides`` (nothing run yet)."""
-    cfg = compose_config([*BASE, *overrides])
-    torch.manual_seed(cfg.seed)
-    fed, _ = build_federation(cfg, torch.device("cpu"))
-    fed.model.to(torch.float64)
-    for split in (fed.data.train, fed.data.test):
-        split.x = split.x.to(torch.float64)
-    settings = RunSettings(rounds=rounds, clients_per_round=cfg.clients_per_round, batch_size=cfg.batch_size,
-                           lr=cfg.algo.lr, schedule=cfg.algo.schedule, seed=cfg.seed, eval_every=1,
-                           augment=cfg.dataset.augment, progress=False)
-    return Simulation(fed, settings, RunRecorder(tmp_path), NullLogger(), engine="loop")
+    return build_simulation([*BASE, *overrides], tmp_path, rounds)
 
 
 def scaffold(**options) -> Scaffold:

@@ -10,16 +10,12 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conftest import compose_config
+from conftest import build_simulation, compose_config
 from fedbn_bench.algorithms import ALGORITHMS, build_algorithm
 from fedbn_bench.core.aggregation import Aggregator
 from fedbn_bench.core.updates import ClientUpdate
 from fedbn_bench.engine import checkpoint as ckpt
-from fedbn_bench.engine.settings import RunSettings
-from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.errors import ConfigError
-from fedbn_bench.records.loggers import NullLogger
-from fedbn_bench.records.run_records import RunRecorder
 from fedbn_bench.runner import build_federation, run_experiment
 
 SERVER_OPTIMIZERS = ["fedavgm", "fedadam", "fedyogi", "fedadagrad"]
@@ -31,15 +27,8 @@ def algo(name: str, **kw):
 
 def global_states(overrides: list[str], tmp_path, rounds: int = 2) -> dict[str, torch.Tensor]:
     """The global state after ``rounds`` rounds on ``engine=loop`` in float64."""
-    cfg = compose_config(["model=simple_cnn", "num_clients=6", "clients_per_round=3", "batch_size=32", *overrides])
-    torch.manual_seed(cfg.seed)
-    fed, _ = build_federation(cfg, torch.device("cpu"))
-    fed.model.to(torch.float64)
-    for split in (fed.data.train, fed.data.test):
-        split.x = split.x.to(torch.float64)
-    settings = RunSettings(rounds=rounds, clients_per_round=cfg.clients_per_round, batch_size=cfg.batch_size,
-                           lr=cfg.algo.lr, schedule=cfg.algo.schedule, seed=cfg.seed, eval_every=1, progress=False)
-    sim = Simulation(fed, settings, RunRecorder(tmp_path), NullLogger(), engine="loop")
+    sim = build_simulation(["model=simple_cnn", "num_clients=6", "clients_per_round=3", "batch_size=32", *overrides],
+                           tmp_path, rounds)
     for r in range(rounds):
         sim.run_round(r)
     return sim.store.global_state

@@ -14,14 +14,11 @@ import logging
 import pytest
 import torch
 
-from conftest import compose_config
+from conftest import build_simulation, compose_config
 from fedbn_bench.engine.backends.stacked import StackedBackend
 from fedbn_bench.engine.select import select_engine
-from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.norms import NORMS
-from fedbn_bench.records.loggers import NullLogger
-from fedbn_bench.records.run_records import RunRecorder
 from fedbn_bench.runner import build_federation
 
 ROUNDS = 3
@@ -30,16 +27,7 @@ BASE = ["model=simple_cnn", "num_clients=10", "clients_per_round=3", "batch_size
 
 def simulate(engine: str, overrides: list[str], tmp_path, dtype=torch.float64, simulation=Simulation,
              **options) -> tuple[Simulation, list[torch.Tensor]]:
-    cfg = compose_config([*BASE, *overrides])
-    torch.manual_seed(cfg.seed)
-    fed, _ = build_federation(cfg, torch.device("cpu"))
-    fed.model.to(dtype)
-    for split in (fed.data.train, fed.data.test):
-        split.x = split.x.to(dtype)
-    settings = RunSettings(rounds=ROUNDS, clients_per_round=cfg.clients_per_round, batch_size=cfg.batch_size,
-                           lr=cfg.algo.lr, schedule=cfg.algo.schedule, seed=cfg.seed, eval_every=1,
-                           augment=cfg.dataset.augment, progress=False, **options)
-    sim = simulation(fed, settings, RunRecorder(tmp_path / engine), NullLogger(), engine=engine)
+    sim = build_simulation([*BASE, *overrides], tmp_path / engine, ROUNDS, dtype, engine, simulation, **options)
     losses = [sim.run_round(r) for r in range(ROUNDS)]
     return sim, losses
 
