@@ -76,9 +76,10 @@ class Algorithm:
             raise ConfigError(f"algo.momentum_carry='{carry}' is unknown; allowed: {', '.join(MOMENTUM_CARRY)}")
         if carry != "none" and not cfg.momentum:
             raise ConfigError(f"algo.momentum_carry='{carry}' needs SGD momentum: set algo.momentum > 0")
-        clip = getattr(cfg, "clip_grad_norm", None)
-        if clip is not None and not clip > 0:
-            raise ConfigError(f"algo.clip_grad_norm={clip} is invalid: a norm > 0, or null for no clipping")
+        self.clip_grad_norm: Optional[float] = getattr(cfg, "clip_grad_norm", None)
+        if self.clip_grad_norm is not None and not self.clip_grad_norm > 0:
+            raise ConfigError(f"algo.clip_grad_norm={self.clip_grad_norm} is invalid: "
+                              "a norm > 0, or null for no clipping")
         self.server_momentum: State = {}
 
     # -- the round's shape ---------------------------------------------------------------------
@@ -114,7 +115,7 @@ class Algorithm:
         from the server's average of the previous round's final buffers, Eq. 2); with clipping,
         ``grad_norm``, the client's last gradient norm before clipping."""
         local: LocalTree = {}
-        if getattr(self.cfg, "clip_grad_norm", None) is not None:
+        if self.clip_grad_norm is not None:
             local["grad_norm"] = torch.zeros((), device=next(iter(params.values())).device)
         if not self.cfg.momentum:
             return local
@@ -127,8 +128,9 @@ class Algorithm:
     def gradient_hook(self, grads: State, params: State, local: LocalTree) -> State:
         """The gradients the step uses: clipped to ``clip_grad_norm`` (HBN's code, every client:
         ``clip_grad_norm_(max_norm=10)``); subclasses (FedProx's proximal term) extend it."""
-        clip = getattr(self.cfg, "clip_grad_norm", None)
-        return grads if clip is None else clip_by_total_norm(grads, clip, local["grad_norm"])
+        if self.clip_grad_norm is None:
+            return grads
+        return clip_by_total_norm(grads, self.clip_grad_norm, local["grad_norm"])
 
     def step(self, params: State, grads: State, local: LocalTree, lr: float) -> None:
         """One local step, in place (torch.optim.SGD's rule, ``algorithms/sgd.py``)."""

@@ -416,9 +416,9 @@ class HybridBN(NormMethod):
                     model(x[start : start + chunk])
                 except StopPass:
                     pass
-        return {name: self.layer_statistics(modules[name], state.recorders[name]) for name in layers}
+        return {name: self.moments_upload(modules[name], state.recorders[name]) for name in layers}
 
-    def layer_statistics(self, layer: HybridBatchNorm, moments: Moments) -> LayerStatistics:
+    def moments_upload(self, layer: HybridBatchNorm, moments: Moments) -> LayerStatistics:
         """One layer's upload: its moments (in the layer's dtype) and what Eq. 8's N counts."""
         count = moments.values if self.settings.count == "values" else moments.samples
         return layer_statistics(layer, moments.mean, moments.var, count)
