@@ -1,0 +1,46 @@
+"""The [0, 1] pixel space in which FedRBN's L∞ threat model is stated (Hong et al., §5).
+
+Datasets are stored normalized (``x = (pixel - mean) / std``); attacks bound the perturbation
+and clip to the image box in pixels, and the model sees the normalized perturbed pixels.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True, eq=False)
+class PixelSpace:
+    """Maps the model's (normalized) inputs to [0, 1] pixels and back: pixels = x * std + mean."""
+
+    mean: torch.Tensor
+    std: torch.Tensor
+
+    def to_pixels(self, x: torch.Tensor) -> torch.Tensor:
+        """Pixels of the model input ``x`` (``(N, C, ...)``, statistics broadcast over dim 1)."""
+        return x * self._along(self.std, x) + self._along(self.mean, x)
+
+    def from_pixels(self, p: torch.Tensor) -> torch.Tensor:
+        """The model input of the pixels ``p``: ``(p - mean) / std``."""
+        return (p - self._along(self.mean, p)) / self._along(self.std, p)
+
+    @staticmethod
+    def _along(stat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        stat = stat.to(x)
+        if stat.dim() == 0:
+            return stat
+        return stat.reshape((1, -1) + (1,) * (x.dim() - 2))
+
+    @classmethod
+    def of(cls, mean: torch.Tensor | None, std: torch.Tensor | None, channels: int) -> "PixelSpace":
+        """The space of a dataset normalized by ``mean``/``std`` (shape ``()`` or ``(channels,)``);
+        ``None`` stands for the identity (mean 0, std 1)."""
+        mean_t = torch.zeros(channels) if mean is None else torch.as_tensor(mean, dtype=torch.float32)
+        std_t = torch.ones(channels) if std is None else torch.as_tensor(std, dtype=torch.float32)
+        for name, stat in (("mean", mean_t), ("std", std_t)):
+            if stat.shape not in (torch.Size([]), torch.Size([channels])):
+                raise ValueError(f"{name} must have shape () or ({channels},), got {tuple(stat.shape)}")
+        if not bool((std_t > 0).all()):
+            raise ValueError(f"std must be positive, got {std_t.tolist()}")
+        return cls(mean_t, std_t)
