@@ -131,7 +131,11 @@ def test_hold_out_validation_draws_a_random_share_per_client():
 def test_best_validation_round_on_hand_made_rows():
     rows = [{"round": 1, "test_acc": 0.5, "val_acc": 0.4}, {"round": 2, "test_acc": 0.9, "val_acc": 0.6},
             {"round": 3, "test_acc": 0.7, "val_acc": 0.7}, {"round": 4, "test_acc": 0.8, "val_acc": 0.7}]
-    assert best_validation(rows) == {"best_val_round": 3, "test_acc_at_best_val": 0.7}  # earliest of the ties
+    assert best_validation(rows) == {"best_val_round": 3, "model_selection": "val_acc",
+                                     "test_acc_at_best_val": 0.7}  # earliest of the ties
+    robust = [{**row, "robust_acc": r, "val_select": v} for row, r, v in zip(rows, (0.1, 0.2, 0.3, 0.4), (0.9, 0.1, 0, 0))]
+    assert best_validation(robust) == {"best_val_round": 1, "model_selection": "val_select",  # FedRBN's score
+                                       "test_acc_at_best_val": 0.5, "robust_acc_at_best_val": 0.1}
     assert best_validation([{"round": 1, "test_acc": 0.5}]) == {}
     assert best_validation([]) == {}
 

@@ -12,7 +12,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
+from fedbn_bench.adversarial.pixels import PixelSpace
+from fedbn_bench.adversarial.roles import assign_roles
+from fedbn_bench.adversarial.training import ADVERSARIAL_TRAINING, AdversarialTraining
 from fedbn_bench.algorithms import Algorithm, build_algorithm
+from fedbn_bench.core.roles import STANDARD
 from fedbn_bench.config.validate import validate_client_sizes, validate_config, validate_validation_split
 from fedbn_bench.data import DatasetBundle, dataset_has_natural_domains, load_dataset
 from fedbn_bench.engine.checkpoint import config_differences, load_checkpoint
@@ -48,12 +52,25 @@ def load_data(cfg: DictConfig) -> DatasetBundle:
     return load_dataset(d.name, root=d.root, download=d.download, seed=cfg.seed, num_domains=num_domains, **d.options)
 
 
-def domain_test_splits(data: DatasetBundle, client_domains: list[int]) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
-    """Per-client test indices (the client's domain) and per-domain test indices."""
+CLIENT_TEST = ("domain", "shard")
+
+
+def domain_test_splits(data: DatasetBundle, client_domains: list[int],
+                       client_test: str = "domain") -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+    """Per-client test indices and per-domain test indices. ``client_test``: ``domain``, each
+    client tests on its domain's whole test set (FedBN §5); ``shard``, the domain's test set cut
+    into contiguous equal parts, one per client of the domain in client order (FedRBN's code: a
+    1/10 shard per Digits user)."""
+    if client_test not in CLIENT_TEST:
+        raise ConfigError(f"client_test='{client_test}' is unknown; allowed: {', '.join(CLIENT_TEST)}")
     domain = data.test.domain
     per_domain = {name: torch.nonzero(domain == d).flatten() for d, name in enumerate(data.domain_names)}
     names = list(per_domain)
-    return [per_domain[names[d]] for d in client_domains], per_domain
+    if client_test == "domain":
+        return [per_domain[names[d]] for d in client_domains], per_domain
+    members = {d: [c for c, cd in enumerate(client_domains) if cd == d] for d in set(client_domains)}
+    shards = {d: torch.tensor_split(per_domain[names[d]], len(clients)) for d, clients in members.items()}
+    return [shards[d][members[d].index(c)] for c, d in enumerate(client_domains)], per_domain
 
 
 def prepared_model(model_cfg: Any, norm: NormMethod, algo: Algorithm, input_shape: tuple[int, ...],
@@ -62,6 +79,17 @@ def prepared_model(model_cfg: Any, norm: NormMethod, algo: Algorithm, input_shap
     algorithm (``prepare_model`` of each)."""
     model = build_model(model_cfg.name, norm.norm_layer, input_shape, num_classes, **model_cfg.options)
     return algo.prepare_model(norm.prepare_model(model))
+
+
+def build_adversarial(cfg: Any, data: DatasetBundle, norm: NormMethod) -> AdversarialTraining:
+    """The training objective ``adversarial=<name>``, attacking in the data's pixel space
+    (``pixel_space: dataset``) or in model units (the official FedRBN code on Digits)."""
+    channels = data.input_shape[0]
+    space = (PixelSpace.of(data.norm_mean, data.norm_std, channels) if cfg.pixel_space == "dataset"
+             else PixelSpace.of(None, None, channels))
+    adversarial = ADVERSARIAL_TRAINING.get(cfg.name)(cfg, space)
+    adversarial.validate(norm)
+    return adversarial
 
 
 def build_federation(cfg: DictConfig, device: torch.device) -> tuple[Federation, Any]:
@@ -88,20 +116,25 @@ def build_federation(cfg: DictConfig, device: torch.device) -> tuple[Federation,
     validate_client_sizes([len(c) for c in clients], batch_size, needs_two=norm.uses_batch_statistics,
                           small_clients=cfg.small_clients)
     model = prepared_model(cfg.model, norm, algo, data.input_shape, data.num_classes)
+    adversarial = build_adversarial(cfg.adversarial, data, norm)
     client_test: list = [None] * len(clients)
     domains: list = [None] * len(clients)
     domain_test: dict[str, torch.Tensor] = {}
     if data.num_domains and p.name == "domains" and not algo.pools_clients:
         domains = [int(data.train.domain[c[0]]) for c in parts]
-        client_test, domain_test = domain_test_splits(data, domains)
+        client_test, domain_test = domain_test_splits(data, domains, cfg.client_test)
     elif data.num_domains:
         domain_test = domain_test_splits(data, [])[1]
+    roles = [STANDARD] * len(clients)
+    if adversarial.active:
+        a = cfg.adversarial
+        roles = assign_roles(domains, data.domain_names or [], a.at_fraction, a.at_domains, a.domain_order)
     data = data.to(device)
     records = [ClientRecord(indices=c.to(device), test_indices=None if t is None else t.to(device),
-                            val_indices=None if v is None else v.to(device), domain=d, strata=strata)
-               for c, t, v, d in zip(clients, client_test, val, domains)]
+                            val_indices=None if v is None else v.to(device), domain=d, role=r, strata=strata)
+               for c, t, v, d, r in zip(clients, client_test, val, domains, roles)]
     fed = Federation(data=data, clients=records, model=model.to(device), norm=norm, algo=algo,
-                     domain_test={k: v.to(device) for k, v in domain_test.items()})
+                     domain_test={k: v.to(device) for k, v in domain_test.items()}, adversarial=adversarial)
     return fed, table
 
 
@@ -131,6 +164,7 @@ def build_simulation(cfg: DictConfig, run_dir: str | Path, device: torch.device,
         checkpoint_every=cfg.checkpoint_every,
         channels_last=cfg.engine.channels_last,
         eval_statistics=cfg.eval_statistics,
+        count_macs=cfg.count_macs,
         labels=byzantine_labels(cfg.byzantine),
     )
     name = f"{cfg.norm.name}-{cfg.algo.name}-{cfg.partition.name}-s{cfg.seed}"

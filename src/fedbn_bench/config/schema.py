@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+from fedbn_bench.adversarial.training import AdversarialConfig
 from fedbn_bench.robust.byzantine import ByzantineConfig
 
 
@@ -62,6 +63,7 @@ class Config:
     algo: Any = MISSING
     aggregator: Any = MISSING
     byzantine: ByzantineConfig = MISSING
+    adversarial: AdversarialConfig = MISSING
     transforms: list[Any] = field(default_factory=list)
     metrics: list[str] = field(default_factory=list)
     engine: EngineConfig = MISSING
@@ -80,6 +82,8 @@ class Config:
     eval_every: int = 5
     eval_statistics: str = "auto"
     val_fraction: float = 0.0
+    client_test: str = "domain"
+    count_macs: bool = False
     device: str = "auto"
     progress: bool = True
     checkpoint_every: int = 0
@@ -96,6 +100,7 @@ def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
     cs.store(group="schema", name="byzantine", node=ByzantineConfig)
+    cs.store(group="schema", name="adversarial", node=AdversarialConfig)
     for name, partition in PARTITIONS.items():
         cs.store(group="schema/partition", name=name, node=partition.schema)
     for name in NORMS.names():

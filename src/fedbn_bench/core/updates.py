@@ -29,7 +29,8 @@ class LayerStatistics:
 
 
 Statistics = dict[str, LayerStatistics]
-"""A client's statistics: normalization-layer name (a module path) -> its ``LayerStatistics``."""
+"""A client's statistics: normalization-layer name (a module path; ``<path>:<branch>`` for a further
+set of statistics of the same layer, e.g. dual BN's adversarial branch) -> its ``LayerStatistics``."""
 
 
 @dataclass

@@ -175,5 +175,6 @@ def load_digits5(
     return DatasetBundle(
         name="digits5", train=split(xs_tr, ys_tr), test=split(xs_te, ys_te), num_classes=10,
         domain_names=list(domains), is_image=True,
+        norm_mean=torch.full((3,), 0.5), norm_std=torch.full((3,), 0.5),  # pixels = x * 0.5 + 0.5
     )
 

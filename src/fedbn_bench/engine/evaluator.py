@@ -1,4 +1,5 @@
-"""The evaluator: runs the run's metric list (``metrics/``) on the current state of the store."""
+"""The evaluator: runs the run's metric list (``metrics/``) on the current state of the store,
+with the norm's statistics branch for testing selected (FedRBN: BN_a or BN_c)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -10,9 +11,13 @@ from fedbn_bench.metrics.base import EvalContext, Metric
 
 
 class Evaluator:
-    def __init__(self, fed: Federation, store: ClientStore, metrics: Sequence[Metric], batch_size: int = 1024) -> None:
+    def __init__(self, fed: Federation, store: ClientStore, metrics: Sequence[Metric], batch_size: int = 1024,
+                 seed: int = 0) -> None:
         self.fed, self.store, self.metrics = fed, store, list(metrics)
         self.batch_size = batch_size
+        adversarial = fed.adversarial
+        self.test_branch = adversarial.test_branch if adversarial is not None else "clean"
+        self.robust_attacks = adversarial.evaluation_attacks(fed.data.num_classes, seed) if adversarial else {}
 
     def context(self, global_state: State | None = None) -> EvalContext:
         fed, store = self.fed, self.store
@@ -30,12 +35,15 @@ class Evaluator:
             train_y=fed.data.train.y,
             client_val=[r.val_indices for r in store.records],
             client_domain=[None if r.domain is None else fed.data.domain_names[r.domain] for r in store.records],
+            robust_attacks=self.robust_attacks,
+            client_role=[r.role for r in store.records],
         )
 
     def evaluate(self, global_state: State | None = None) -> dict[str, float]:
         """Every metric's columns; ``global_state`` replaces the store's global state for this
         evaluation only (e.g. HBN's statistics re-estimated for testing, HBN §4.1)."""
         ctx, row = self.context(global_state), {}
-        for metric in self.metrics:
-            row.update(metric(ctx))
+        with self.fed.norm.branch(self.fed.model, self.test_branch):
+            for metric in self.metrics:
+                row.update(metric(ctx))
         return row

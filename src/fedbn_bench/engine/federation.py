@@ -8,6 +8,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from fedbn_bench.adversarial.training import AdversarialTraining
 from fedbn_bench.algorithms.base import Algorithm
 from fedbn_bench.data import DatasetBundle
 from fedbn_bench.data.registry import make_generator
@@ -40,7 +41,8 @@ class ClientRecord:
 
 @dataclass
 class Federation:
-    """The data, the clients, the model and the two strategies of one simulation."""
+    """The data, the clients, the model and the strategies of one simulation (the adversarial
+    training objective: ``adversarial/training.py``, clean training by default)."""
 
     data: DatasetBundle
     clients: list[ClientRecord]
@@ -48,6 +50,7 @@ class Federation:
     norm: NormMethod
     algo: Algorithm
     domain_test: dict[str, torch.Tensor] = field(default_factory=dict)
+    adversarial: Optional[AdversarialTraining] = None
 
     @property
     def num_clients(self) -> int:

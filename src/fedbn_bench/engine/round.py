@@ -5,7 +5,7 @@ pre-training statistics pass, ``statistics_pass.py``, for norms that compute sta
 training] -> local training on a backend (one ``ClientUpdate`` per client, nothing else mutated)
 -> the chain of update transforms -> ``algo.server_update`` (weights, through the aggregator) and
 the norm's ``aggregate_statistics`` (statistics, through the same aggregator) -> the store keeps
-the clients' own state.
+the clients' own state -> the norm's ``propagate`` on the clients' own state (FedRBN Eq. 3-4).
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class RoundRunner:
                           local=store.client_local[c],
                           algo_state=store.client_algo_state[c], indices=store.records[c].indices,
                           steps=algo.num_steps(store.records[c].size, self.batch_size),
-                          strata=store.records[c].strata)
+                          strata=store.records[c].strata, role=store.records[c].role)
                 for c in clients]
 
     def weights(self, clients: list[int]) -> torch.Tensor:
@@ -85,6 +85,7 @@ class RoundRunner:
         store.global_state.update(new_weights)
         store.global_state.update(new_statistics)
         store.global_state.update(pass_statistics)
+        fed.norm.propagate(store.client_local, [r.role for r in store.records])
         return torch.stack([u.loss for u in updates]).mean()
 
     def statistics_pass(self, round_idx: int, jobs: list[ClientJob]) -> State:

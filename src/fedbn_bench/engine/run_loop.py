@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 from tqdm.auto import tqdm
 
 from fedbn_bench.algorithms.schedules import learning_rate
@@ -34,6 +35,10 @@ class RunLoop:
         self.pending_losses: list[torch.Tensor] = []
         self.best, self.last, self.elapsed = -math.inf, {}, 0.0
         self.reestimate = reestimates_statistics(settings.eval_statistics, fed.norm)
+        self.train_macs_per_round: float | None = None
+        """MACs of one round's local training (FedRBN Tables 2 and 4, ``T``: with one local epoch
+        and every user per round, the per-epoch cost), counted by ``torch.utils.flop_counter``
+        (forward and backward, attack steps included; 2 FLOPs per MAC) on the first round."""
 
     def run(self) -> dict[str, Any]:
         """Run the remaining rounds (all of them, or those after a restored checkpoint)."""
@@ -45,7 +50,7 @@ class RunLoop:
         try:
             for round_idx in bar:
                 t0 = time.perf_counter()
-                loss = self.rounds.run_round(round_idx)
+                loss = self.run_round(round_idx)
                 self.train_seconds += time.perf_counter() - t0
                 self.pending_losses.append(loss)
                 self.rounds_completed = round_idx + 1
@@ -78,6 +83,15 @@ class RunLoop:
             self.logger.finish(summary)
         return summary
 
+    def run_round(self, round_idx: int) -> torch.Tensor:
+        """One round; with ``count_macs``, the first one this run trains is counted."""
+        if not self.s.count_macs or self.train_macs_per_round is not None:
+            return self.rounds.run_round(round_idx)
+        with FlopCounterMode(display=False) as counter:
+            loss = self.rounds.run_round(round_idx)
+        self.train_macs_per_round = counter.get_total_flops() / 2
+        return loss
+
     def record(self, round_number: int, start: float, reestimate: bool = False) -> dict[str, float]:
         """Evaluate after ``round_number`` rounds; with ``reestimate``, on the global weights with
         statistics re-estimated on that round's clients (HBN §4.1), leaving the stored ones."""
@@ -108,6 +122,8 @@ class RunLoop:
             "rounds_completed": self.rounds_completed,
             "wall_time_s": time.perf_counter() - start,
             "samples_per_s": self.rounds.samples_seen / self.train_seconds if self.train_seconds else 0.0,
+            **({"final_robust_acc": last["robust_acc"]} if "robust_acc" in last else {}),
+            **({"train_macs_per_round": self.train_macs_per_round} if self.train_macs_per_round is not None else {}),
             **best_validation(self.history),
             **self.s.labels,
         }
@@ -132,6 +148,7 @@ class RunLoop:
             "elapsed": self.elapsed,
             "samples_seen": self.rounds.samples_seen,
             "train_seconds": self.train_seconds,
+            "train_macs_per_round": self.train_macs_per_round,
             "rng": rng,
         }
 
@@ -146,6 +163,7 @@ class RunLoop:
         self.history, self.pending_losses = [], state["pending_losses"]
         self.best, self.last, self.elapsed = state["best"], state["last"], state["elapsed"]
         self.rounds.samples_seen, self.train_seconds = state["samples_seen"], state["train_seconds"]
+        self.train_macs_per_round = state.get("train_macs_per_round")
         torch.set_rng_state(state["rng"]["torch"].cpu())
         if "cuda" in state["rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])

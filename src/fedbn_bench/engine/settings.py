@@ -20,6 +20,8 @@ class RunSettings:
     checkpoint_every: int = 0
     channels_last: bool = False
     eval_statistics: str = "auto"
+    count_macs: bool = False
+    """Count the MACs of the first round's local training (``summary.json``: ``train_macs_per_round``)."""
     labels: dict[str, Any] = field(default_factory=dict)
     """Constant columns of every metrics row and keys of the summary (e.g. the Byzantine attack
     and defense of the run)."""

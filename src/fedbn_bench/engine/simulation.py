@@ -40,6 +40,12 @@ def default_metrics(personalized: bool) -> list[Metric]:
     return [METRICS.get(name)() for name in names]
 
 
+def distinct(metrics: Sequence[Metric]) -> list[Metric]:
+    """``metrics`` without repeats of one metric class (the first one stays)."""
+    seen: set[type] = set()
+    return [m for m in metrics if not (type(m) in seen or seen.add(type(m)))]
+
+
 class Simulation:
     """Runs the rounds of one federated simulation and writes its records."""
 
@@ -62,13 +68,14 @@ class Simulation:
         self.personalized = bool(local_keys) and (algo.keeps_models_local or norm.local_state_in_evaluation)
         batch_size = algo.batch_size(settings.batch_size, settings.clients_per_round)
         context = TrainingContext(model, norm, algo, fed.data.train, local_keys, batch_size, settings.seed,
-                                  fed.num_clients, settings.augment, settings.channels_last, shared)
+                                  fed.num_clients, settings.augment, settings.channels_last, shared, fed.adversarial)
         self.engine = engine
         self.backend = BACKENDS[engine](context)
         self.rounds = RoundRunner(fed, self.store, self.backend, settings, aggregator or Aggregator(), transforms,
                                   statistics_aggregator)
-        metrics = [*default_metrics(self.personalized), *extra_metrics]
-        self.evaluator = Evaluator(fed, self.store, metrics, settings.eval_batch_size)
+        robust = [METRICS.get("robust_accuracy")()] if fed.adversarial is not None and fed.adversarial.active else []
+        metrics = distinct([*default_metrics(self.personalized), *extra_metrics, *robust])
+        self.evaluator = Evaluator(fed, self.store, metrics, settings.eval_batch_size, settings.seed)
         self.loop = RunLoop(fed, self.store, self.rounds, self.evaluator, settings, recorder, logger, config)
 
     def run_round(self, round_idx: int) -> torch.Tensor:

@@ -21,7 +21,9 @@ class EvalContext:
     """What a metric may use: the model, ways to load the global or a client's state into it,
     the test inputs and labels (on the device), the clients' test indices and the per-domain
     test indices; the training inputs and labels with the clients' validation indices into them
-    (``None``: no validation split) and each client's domain name (``None``: no domain)."""
+    (``None``: no validation split) and each client's domain name (``None``: no domain); the
+    robust evaluation's attacks by column (``attack(model, x, y) -> x_adv``, the model in eval
+    mode; empty without adversarial training) and each client's role (FedRBN's AT/ST users)."""
 
     model: nn.Module
     test_x: torch.Tensor
@@ -35,6 +37,9 @@ class EvalContext:
     train_y: torch.Tensor | None = None
     client_val: list[torch.Tensor | None] = field(default_factory=list)
     client_domain: list[str | None] = field(default_factory=list)
+    robust_attacks: dict[str, Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]] = field(
+        default_factory=dict)
+    client_role: list[str] = field(default_factory=list)
 
     @property
     def has_validation(self) -> bool:

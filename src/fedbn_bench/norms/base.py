@@ -57,6 +57,9 @@ class NormMethod:
     shares_local_keys: bool = False
     """When true, ``local_keys`` are also uploaded and averaged, and a client that never trained
     starts from that average (HBN's code, its hybrid factor)."""
+    branches: tuple[str, ...] = ()
+    """Named statistics branches a context (``branch``) selects, e.g. dual BN's ``clean`` and
+    ``adv`` (FedRBN §4); empty: one set of statistics serves clean and adversarial inputs."""
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
@@ -88,6 +91,13 @@ class NormMethod:
             with torch.no_grad():
                 for k, b in model.named_buffers():
                     b.copy_(saved[k])
+
+    @contextlib.contextmanager
+    def branch(self, model: nn.Module, name: str, frozen: bool = False) -> Iterator[None]:
+        """Forward passes inside use statistics branch ``name`` (``clean`` or ``adv``), with
+        ``frozen`` its running statistics even in training mode. Without ``branches`` a no-op:
+        clean and adversarial inputs share the layers (FATAvg, FATBN)."""
+        yield
 
     # 2. Client statistics -------------------------------------------------------------------
     def local_keys(self, model: nn.Module) -> list[str]:
@@ -123,6 +133,10 @@ class NormMethod:
         """Aggregations inside replace the global statistics instead of smoothing them (HBN's
         statistics round and test-time re-estimation; a no-op for other methods)."""
         yield
+
+    def propagate(self, client_local: list[State], roles: list[str]) -> None:
+        """Server step on the clients' own state after aggregation, in place (FedRBN Eq. 3-4:
+        adversarial statistics of ``adversarial`` users copied to ``standard`` users); no-op."""
 
     # Lifecycle --------------------------------------------------------------------------------
     def on_round_start(self, round_idx: int, total_rounds: int, model: nn.Module) -> None:

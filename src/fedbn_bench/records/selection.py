@@ -7,13 +7,22 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 
+SELECTION_KEYS = ("val_select", "val_acc")
+"""The validation score, in order of preference: FedRBN's (RA for AT users, SA for ST users,
+``metrics/robust_accuracy.py``) where the run evaluates robustness, else the accuracy."""
+REPORTED_AT_BEST = ("test_acc", "robust_acc", "clean_acc")
+
+
 def best_validation(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """``{"best_val_round", "test_acc_at_best_val"}`` of the row with the highest ``val_acc``;
-    empty when no row has a ``val_acc`` (the run has no validation split)."""
+    """``{"best_val_round", "<column>_at_best_val"...}`` of the row with the highest validation
+    score (``SELECTION_KEYS``) for the columns of ``REPORTED_AT_BEST`` it has; empty when no row
+    has a score (the run has no validation split)."""
+    key = next((k for k in SELECTION_KEYS if any(k in row for row in rows)), None)
     best = None
     for row in rows:
-        if "val_acc" in row and (best is None or row["val_acc"] > best["val_acc"]):
+        if key in row and (best is None or row[key] > best[key]):
             best = row
     if best is None:
         return {}
-    return {"best_val_round": best["round"], "test_acc_at_best_val": best["test_acc"]}
+    return {"best_val_round": best["round"], "model_selection": key,
+            **{f"{c}_at_best_val": best[c] for c in REPORTED_AT_BEST if c in best}}

@@ -8,7 +8,9 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
+from fedbn_bench.adversarial.training import AdversarialTraining
 from fedbn_bench.algorithms.base import Algorithm
+from fedbn_bench.core.roles import STANDARD
 from fedbn_bench.core.updates import ClientUpdate, State, Statistics
 from fedbn_bench.data import Split
 from fedbn_bench.norms.base import NormMethod
@@ -26,6 +28,7 @@ class ClientJob:
     indices: torch.Tensor
     steps: int
     strata: Optional[list[int]] = None
+    role: str = STANDARD
 
 
 @dataclass
@@ -53,6 +56,8 @@ class TrainingContext:
     channels_last: bool = False
     uploads_local_keys: bool = False
     """Whether the local keys are uploaded too (``NormMethod.shares_local_keys``)."""
+    adversarial: Optional[AdversarialTraining] = None
+    """The training objective by user role (``engine=loop`` only when active)."""
 
 
 class Backend:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Optional
 
 import torch
 from torch import nn
 
+from fedbn_bench.adversarial.training import LossOf
 from fedbn_bench.algorithms.base import Algorithm
+from fedbn_bench.core.roles import ADVERSARIAL
 from fedbn_bench.core.updates import State
 from fedbn_bench.engine.backends.base import Backend, ClientJob, ClientResult
 from fedbn_bench.engine.local_steps import run_local_steps
@@ -24,10 +26,13 @@ from fedbn_bench.norms.base import NormMethod
 
 
 def train_model(algo: Algorithm, norm: NormMethod, model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
-                lr: float, client_state: dict[str, Any]) -> tuple[State, dict[str, State], dict[str, Any], torch.Tensor]:
+                lr: float, client_state: dict[str, Any],
+                objective: Optional[Callable[[torch.Tensor, torch.Tensor, LossOf], torch.Tensor]] = None,
+                ) -> tuple[State, dict[str, State], dict[str, Any], torch.Tensor]:
     """One client's local training of ``model`` (in train mode, in place) with the algorithm's
     hooks: ``(upload, extras, new client state, mean loss)``. The loss is the algorithm's
-    ``model_loss``, which may run the model more than once (MOON)."""
+    ``model_loss``, which may run the model more than once (MOON); an ``objective(x, y, loss_of)``
+    (adversarial training, ``adversarial/training.py``) builds the loss from it instead."""
     model.train()
     params = {k: p.detach() for k, p in model.named_parameters()}
     local = algo.start(params, client_state)
@@ -37,7 +42,8 @@ def train_model(algo: Algorithm, norm: NormMethod, model: nn.Module, batches: It
         for _, p in trainable:
             p.grad = None
         with contextlib.nullcontext() if update_statistics else norm.no_statistics_update(model):
-            loss = algo.model_loss(model, xb, yb, local)
+            loss_of = lambda x, yb=yb: algo.model_loss(model, x, yb, local)  # noqa: E731
+            loss = loss_of(xb) if objective is None else objective(xb, yb, loss_of)
             loss.backward()
         return {k: p.grad for k, p in trainable if p.grad is not None}, loss.detach()
 
@@ -53,6 +59,15 @@ class LoopBackend(Backend):
     def train(self, jobs: list[ClientJob], round_idx: int, lr: float) -> list[ClientResult]:
         return [self.train_client(job, round_idx, lr) for job in jobs]
 
+    def objective(self, job: ClientJob, round_idx: int) -> Optional[Callable[..., torch.Tensor]]:
+        """The adversarial-training loss of ``job``'s user role, or ``None`` (the algorithm's)."""
+        adversarial = self.ctx.adversarial
+        if adversarial is None or not adversarial.active:
+            return None
+        adversarial.begin_client(job.client)
+        model, norm = self.ctx.model, self.ctx.norm
+        return lambda x, y, loss_of: adversarial.client_loss(model, norm, x, y, job.role, loss_of, round_idx)
+
     def train_client(self, job: ClientJob, round_idx: int, lr: float) -> ClientResult:
         ctx = self.ctx
         model = ctx.model
@@ -61,8 +76,11 @@ class LoopBackend(Backend):
                                     (ctx.seed, round_idx, job.client), ctx.augment, ctx.train.crop_padding,
                                     ctx.train.pad_value, job.strata)
         seed_global(ctx.seed, round_idx, job.client)
-        batches = ((channels_last_input(xb) if ctx.channels_last else xb, yb) for xb, yb in zip(x, y))
-        upload, extras, algo_state, loss = train_model(ctx.algo, ctx.norm, model, batches, lr, job.algo_state)
+        replays = ctx.adversarial.replays if ctx.adversarial is not None and job.role == ADVERSARIAL else 1
+        batches = ((channels_last_input(xb) if ctx.channels_last else xb, yb) for xb, yb in zip(x, y)
+                   for _ in range(replays))  # Free AT replays each batch (adversarial/training.py)
+        upload, extras, algo_state, loss = train_model(ctx.algo, ctx.norm, model, batches, lr, job.algo_state,
+                                                       self.objective(job, round_idx))
         stats = ctx.norm.client_statistics(model, len(job.indices))
         state = model.state_dict()
         own = {k: state[k].detach().clone() for k in ctx.local_keys}

@@ -1,0 +1,64 @@
+"""Robust accuracy (FedRBN §5, "RA"): accuracy under the run's evaluation attacks, per user.
+
+Each user is tested with its own model (global weights plus its own local keys) on its own test
+split (the whole test set without one), under the statistics branch the evaluator selected
+(FedRBN Table 1: BN_a, propagated for ST users). Columns, for the first attack: ``robust_acc``
+(the unweighted mean over domains of the per-domain means, FedRBN's "averaged over users" with
+equally many users per domain), ``robust_acc_<domain>``, ``robust_client_acc_<i>``; for the others
+``<label>_acc``. ``clean_acc`` is the same users' clean accuracy averaged the same way (SA; equal
+to ``test_acc`` when the run evaluates per user). With a validation split, ``val_robust_acc`` and
+FedRBN's model-selection score ``val_select``: each user's validation RA if it trains
+adversarially, else its validation SA, averaged over users (FedRBN App. C.1; the code's
+``val_acc`` of AT users uses the attack).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from fedbn_bench.core.roles import ADVERSARIAL
+from fedbn_bench.metrics.base import METRICS, EvalContext, Metric, evaluate, mean_over_domains
+
+
+def robust_accuracy(model: nn.Module, attack, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> float:
+    """Accuracy of ``model`` (eval mode) on ``attack``'s adversarial examples of ``(x, y)``."""
+    model.eval()
+    correct = 0
+    for start in range(0, len(y), batch_size):
+        xb, yb = x[start : start + batch_size], y[start : start + batch_size]
+        with torch.enable_grad():
+            x_adv = attack(model, xb, yb)
+        with torch.no_grad():
+            correct += (model(x_adv).argmax(1) == yb).sum().item()
+    return correct / max(len(y), 1)
+
+
+@METRICS.register("robust_accuracy")
+class RobustAccuracy(Metric):
+    def __call__(self, ctx: EvalContext) -> dict[str, float]:
+        if not ctx.robust_attacks:
+            return {}
+        columns = list(ctx.robust_attacks)
+        robust: dict[str, list[float]] = {column: [] for column in columns}
+        clean, select, val_robust = [], [], []
+        for client, idx in enumerate(ctx.client_test):
+            ctx.load_client(client)
+            x, y = (ctx.test_x, ctx.test_y) if idx is None else (ctx.test_x[idx], ctx.test_y[idx])
+            clean.append(evaluate(ctx.model, x, y, ctx.batch_size)[0])
+            for column, attack in ctx.robust_attacks.items():
+                robust[column].append(robust_accuracy(ctx.model, attack, x, y, ctx.batch_size))
+            if ctx.has_validation:
+                val = ctx.client_val[client]
+                vx, vy = ctx.train_x[val], ctx.train_y[val]
+                val_robust.append(robust_accuracy(ctx.model, ctx.robust_attacks[columns[0]], vx, vy, ctx.batch_size))
+                adversarial = bool(ctx.client_role) and ctx.client_role[client] == ADVERSARIAL
+                select.append(val_robust[-1] if adversarial else evaluate(ctx.model, vx, vy, ctx.batch_size)[0])
+        main, per_domain = mean_over_domains(robust[columns[0]], ctx.client_domain)
+        row = {"robust_acc": main, "clean_acc": mean_over_domains(clean, ctx.client_domain)[0],
+               **{f"robust_acc_{domain}": acc for domain, acc in per_domain.items()},
+               **{f"robust_client_acc_{client}": acc for client, acc in enumerate(robust[columns[0]])},
+               **{column: mean_over_domains(robust[column], ctx.client_domain)[0] for column in columns[1:]}}
+        if select:
+            row["val_robust_acc"] = mean_over_domains(val_robust, ctx.client_domain)[0]
+            row["val_select"] = sum(select) / len(select)
+        return row
