@@ -117,17 +117,18 @@ def check_num_clients(num_clients, num_samples: int) -> int:
     return n
 
 
-def _check_output(name: str, parts, n_clients: int, n_samples: int) -> list[torch.Tensor]:
+def _check_output(name: str, parts, n_clients: int, n_samples: int, complete: bool = True) -> list[torch.Tensor]:
+    """The parts as int64 index tensors; they must be disjoint and, if ``complete``, cover every sample."""
     if not isinstance(parts, (list, tuple)) or len(parts) != n_clients:
         raise RuntimeError(f"partition '{name}' returned {type(parts).__name__} instead of {n_clients} index tensors")
     out = [torch.as_tensor(p).to(torch.int64).reshape(-1).contiguous() for p in parts]
     flat = torch.cat(out) if out else torch.empty(0, dtype=torch.int64)
-    if flat.numel() != n_samples or (
+    if (complete and flat.numel() != n_samples) or (
         flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= n_samples
                           or int(torch.bincount(flat, minlength=n_samples).max()) != 1)
     ):
         raise RuntimeError(
-            f"partition '{name}' did not return a disjoint, complete split of {n_samples} samples"
+            f"partition '{name}' did not return a disjoint{', complete' if complete else ''} split of {n_samples} samples"
         )
     return out
 
@@ -188,7 +189,8 @@ def _checked(name: str, fn: PartitionFn) -> PartitionFn:
         if domains is not None:
             domains = _check_domains(domains, labels.numel())
         parts = fn(labels, n, generator, domains=domains, **kwargs)
-        return _check_output(name, parts, n, labels.numel())
+        subsampled = kwargs.get("samples_per_client") is not None  # leaves samples out on purpose
+        return _check_output(name, parts, n, labels.numel(), complete=not subsampled)
 
     wrapper.allowed_params = tuple(allowed)  # type: ignore[attr-defined]
     return wrapper
@@ -223,12 +225,13 @@ def register_partition(name: str, schema: type) -> Callable[[PartitionFn], Parti
 def parts_from_owner(owner: torch.Tensor, num_clients: int) -> list[torch.Tensor]:
     """Turn a per-sample client id tensor into per-client index tensors.
 
-    ``owner[i]`` is the client of sample ``i``.  Each returned tensor is sorted
+    ``owner[i]`` is the client of sample ``i`` (-1: no client).  Each returned tensor is sorted
     ascending (stable argsort of the owner ids keeps the original index order).
     """
     owner = owner.to(torch.int64)
-    order = torch.argsort(owner, stable=True)
-    sizes = torch.bincount(owner, minlength=num_clients)
+    kept = torch.nonzero(owner >= 0).flatten()
+    order = kept[torch.argsort(owner[kept], stable=True)]
+    sizes = torch.bincount(owner[kept], minlength=num_clients)
     return list(torch.split(order, sizes.tolist()))
 
 

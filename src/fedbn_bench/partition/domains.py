@@ -38,6 +38,10 @@ class DomainsConfig:
     name: str = "domains"
     num_domains: int = 5
     clients_per_domain: Optional[int] = None
+    samples_per_client: Optional[int] = None
+    """Keep at most this many samples per client (a label-stratified subset, the first ones the
+    round-robin deal gives it); None keeps all. FedRBN uses 30 % of Digits (§5): this shrinks
+    a large dataset such as MNIST to that scale."""
 
 
 def client_domains(num_clients: int, num_domains: int) -> torch.Tensor:
@@ -60,6 +64,7 @@ def domains_partition(
     domains: torch.Tensor | None = None,
     num_domains: int = 5,
     clients_per_domain: int | None = None,
+    samples_per_client: int | None = None,
 ) -> list[torch.Tensor]:
     check_int("num_domains", num_domains, minimum=1, partition="domains")
     if domains is None:
@@ -99,4 +104,23 @@ def domains_partition(
     pos = torch.arange(n) - domain_start[dom]
     owner = torch.empty(n, dtype=torch.int64)
     owner[order] = dom * cpd + pos % cpd
+    if samples_per_client is not None:
+        cap = check_int("samples_per_client", samples_per_client, minimum=1, partition="domains")
+        owner[~stratified_subset(owner, labels, num_labels, cap, generator)] = -1
     return parts_from_owner(owner, num_clients)
+
+
+def stratified_subset(owner: torch.Tensor, labels: torch.Tensor, num_labels: int, cap: int,
+                      generator: torch.Generator) -> torch.Tensor:
+    """A mask keeping ``cap`` samples of each client (all of a smaller one), labels taken in
+    turn: the random first of each of its labels, then the second of each, and so on."""
+    group = owner * num_labels + labels
+    order = grouped_order(group, generator)
+    counts = torch.bincount(group, minlength=int(group.max()) + 1)
+    rank = torch.empty_like(group)
+    rank[order] = torch.arange(group.numel()) - (torch.cumsum(counts, 0) - counts)[group[order]]
+    priority = torch.argsort(owner * group.numel() * num_labels + rank * num_labels + labels, stable=True)
+    sizes = torch.bincount(owner)
+    position = torch.empty_like(group)
+    position[priority] = torch.arange(group.numel()) - (torch.cumsum(sizes, 0) - sizes)[owner[priority]]
+    return position < cap
