@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 from conftest import CONF, compose_config
 from fedbn_bench.config.validate import validate_config
 
-GROUPS = ["dataset", "partition", "model", "norm", "algo", "aggregator", "engine", "logger", "debug"]
+GROUPS = ["dataset", "partition", "model", "norm", "algo", "aggregator", "adversarial", "engine", "logger", "debug"]
 EXPERIMENTS = sorted(
     p.relative_to(CONF / "experiment").with_suffix("").as_posix() for p in (CONF / "experiment").rglob("*.yaml")
 )

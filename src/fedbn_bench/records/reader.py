@@ -1,0 +1,84 @@
+"""Reading run records back (the one reader figure and table scripts use): a run directory's
+``.hydra/config.yaml`` (or the ``config`` a checkpoint carries), ``summary.json`` and ``metrics.csv``.
+A run without ``summary.json`` is reported with status ``no summary``, never dropped."""
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import OmegaConf
+
+
+@dataclass
+class RunRecord:
+    """One run directory: its resolved config, summary and metric rows (numbers as floats)."""
+
+    path: Path
+    config: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    rows: list[dict[str, float]] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return self.summary.get("status", "no summary")
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        """A config value by dotted key (``"adversarial.at_fraction"``)."""
+        node: Any = self.config
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    def override(self, key: str) -> Optional[str]:
+        """The value of the command-line override ``key`` (``+`` prefixes ignored), e.g. the
+        sweep's ``experiment/fedrbn/method``; ``None`` when the run had no such override."""
+        for item in self.overrides:
+            name, _, value = item.partition("=")
+            if name.lstrip("+~") == key:
+                return value
+        return None
+
+    def curve(self, column: str) -> tuple[list[float], list[float]]:
+        """``(rounds, values)`` of ``column`` over the evaluations that have it."""
+        pairs = [(row["round"], row[column]) for row in self.rows if row.get(column) is not None]
+        return [r for r, _ in pairs], [v for _, v in pairs]
+
+
+def _number(value: str) -> Optional[float]:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def read_run(path: str | Path) -> RunRecord:
+    """The records of the run directory ``path``."""
+    path = Path(path)
+    record = RunRecord(path)
+    config = path / ".hydra" / "config.yaml"
+    if config.exists():
+        record.config = OmegaConf.to_container(OmegaConf.load(config), resolve=False)
+    overrides = path / ".hydra" / "overrides.yaml"
+    if overrides.exists():
+        record.overrides = [str(o) for o in OmegaConf.load(overrides)]
+    summary = path / "summary.json"
+    if summary.exists():
+        record.summary = json.loads(summary.read_text())
+    metrics = path / "metrics.csv"
+    if metrics.exists():
+        with metrics.open() as f:
+            record.rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    return record
+
+
+def read_runs(root: str | Path) -> list[RunRecord]:
+    """Every run directory under ``root`` (a directory holding ``.hydra`` or ``summary.json``), sorted."""
+    root = Path(root)
+    dirs = {p.parent for p in root.rglob("summary.json")} | {p.parent for p in root.rglob(".hydra")}
+    return [read_run(d) for d in sorted(dirs)]

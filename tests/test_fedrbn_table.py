@@ -1,0 +1,53 @@
+"""``scripts/fedrbn_table.py`` and the run reader on hand-made run directories: exact cells."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from fedbn_bench.records.reader import read_run, read_runs
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fedrbn_table.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("fedrbn_table", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_run(root: Path, name: str, method: str, summary: dict | None, rows: list[str]) -> None:
+    run = root / name
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(
+        f"- +experiment/fedrbn/method={method}\n- +experiment/fedrbn/setting=digits_20\n- seed=0\n")
+    (run / ".hydra" / "config.yaml").write_text("adversarial:\n  at_fraction: 0.2\n")
+    (run / "metrics.csv").write_text("round,test_acc,robust_acc\n" + "\n".join(rows) + "\n")
+    if summary is not None:
+        (run / "summary.json").write_text(json.dumps(summary))
+
+
+def test_table_cells_from_hand_made_runs(tmp_path):
+    summary = {"status": "completed", "rounds_completed": 20, "final_test_acc": 0.8, "final_robust_acc": 0.4,
+               "robust_acc_at_best_val": 0.5, "clean_acc_at_best_val": 0.9, "train_macs_per_round": 3e12}
+    make_run(tmp_path, "a", "fedrbn", summary, ["10,0.7,0.3", "20,0.8,0.4"])
+    make_run(tmp_path, "b", "fedrbn", {**summary, "robust_acc_at_best_val": 0.6, "train_macs_per_round": 1e12}, [])
+    make_run(tmp_path, "c", "fatavg", None, ["10,0.5,0.1"])
+    make_run(tmp_path, "d", "st", {**summary, "status": "diverged"}, [])
+    rows = {r["method"]: r for r in load_script().table(read_runs(tmp_path), "digits_20")}
+    fedrbn = rows["fedrbn"]
+    assert (fedrbn["runs"], fedrbn["status"], fedrbn["ra"], fedrbn["sa"], fedrbn["t"]) == (2, "completed", 55.0, 90.0, 2.0)
+    assert (fedrbn["paper_ra"], fedrbn["paper_sa"], fedrbn["ra_minus_paper"]) == (55.8, 87.3, -0.8)
+    assert rows["fatavg"]["status"] == "no summary" and rows["fatavg"]["ra"] is None
+    assert rows["fatbn"]["status"] == "missing" and rows["fatbn"]["paper_ra"] == 41.2
+    assert rows["st"]["status"] == "diverged" and rows["st"]["ra"] is None  # kept, not averaged
+    assert list(rows)[-1] == "st"  # a method the paper lacks comes after the paper's rows
+
+
+def test_reader_reads_config_overrides_and_curves(tmp_path):
+    make_run(tmp_path, "a", "fedrbn", {"status": "completed"}, ["10,0.7,0.3", "20,0.8,"])
+    run = read_run(tmp_path / "a")
+    assert run.get("adversarial.at_fraction") == 0.2 and run.get("missing.key", 1) == 1
+    assert run.override("experiment/fedrbn/method") == "fedrbn" and run.override("seed") == "0"
+    assert run.curve("robust_acc") == ([10.0], [0.3]) and run.curve("test_acc") == ([10.0, 20.0], [0.7, 0.8])
