@@ -48,6 +48,8 @@ def stop_at(monkeypatch, round_idx: int) -> None:
     ["norm=gn", "algo=fedadam"],
     ["norm=bn", "algo=fedavgm"],
     ["norm=bn", "algo=moon"],
+    ["norm=fedrbn", "adversarial=pgd_at", "adversarial.at_fraction=0.4", "adversarial.steps=1",
+     "adversarial.pnc_lambda=0.5", "adversarial.eval_attacks.0.steps=1"],
 ])
 def test_resumed_run_matches_uninterrupted_run(overrides, tmp_path, monkeypatch):
     """Stopped during round 5 with a checkpoint after round 4 and a metrics row for round 5

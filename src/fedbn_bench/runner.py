@@ -26,6 +26,7 @@ from fedbn_bench.engine.federation import ClientRecord, Federation, hold_out_val
 from fedbn_bench.engine.select import select_engine
 from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.engine.simulation import Simulation
+from fedbn_bench.engine.threads import apply_threads
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.metrics import METRICS
 from fedbn_bench.models import build_model
@@ -175,10 +176,12 @@ def build_simulation(cfg: DictConfig, run_dir: str | Path, device: torch.device,
                       transforms=transforms, extra_metrics=metrics, statistics_aggregator=statistics_aggregator)
 
 
-def run_experiment(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
+def run_experiment(cfg: DictConfig, run_dir: str | Path, jobs_at_once: int = 1) -> dict[str, Any]:
     """Validate, build and run the experiment described by ``cfg``; write its records to ``run_dir``
-    (with ``resume``: continue the checkpointed run there)."""
+    (with ``resume``: continue the checkpointed run there). ``jobs_at_once``: runs of the same sweep
+    executing in parallel on this machine (``engine.threads=auto`` shares the cores among them)."""
     validate_config(cfg)
+    threads = apply_threads(cfg.engine.threads, jobs_at_once)
     device = resolve_device(cfg.device)
     config = OmegaConf.to_container(cfg, resolve=True)
     checkpoint = None
@@ -190,6 +193,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
             raise ConfigError(f"resume={cfg.resume}: the config differs from the checkpointed run's at "
                               f"{', '.join(changed)}; pass the run's original overrides")
     sim = build_simulation(cfg, run_dir, device, config)
+    sim.s.threads = threads
     if checkpoint is not None:
         sim.restore(checkpoint)
     return sim.run()

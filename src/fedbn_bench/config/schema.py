@@ -42,6 +42,7 @@ class EngineConfig:
 
     name: str = "loop"
     channels_last: bool = False
+    threads: Any = "auto"
 
 
 @dataclass

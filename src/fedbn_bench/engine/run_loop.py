@@ -122,6 +122,7 @@ class RunLoop:
             "rounds_completed": self.rounds_completed,
             "wall_time_s": time.perf_counter() - start,
             "samples_per_s": self.rounds.samples_seen / self.train_seconds if self.train_seconds else 0.0,
+            **({"threads": self.s.threads} if self.s.threads else {}),
             **({"final_robust_acc": last["robust_acc"]} if "robust_acc" in last else {}),
             **({"train_macs_per_round": self.train_macs_per_round} if self.train_macs_per_round is not None else {}),
             **best_validation(self.history),

@@ -20,6 +20,8 @@ class RunSettings:
     checkpoint_every: int = 0
     channels_last: bool = False
     eval_statistics: str = "auto"
+    threads: int = 0
+    """torch threads of the run (``engine.threads``; 0: not set by the runner), in the summary."""
     count_macs: bool = False
     """Count the MACs of the first round's local training (``summary.json``: ``train_macs_per_round``)."""
     labels: dict[str, Any] = field(default_factory=dict)
