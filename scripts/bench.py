@@ -14,7 +14,12 @@ memory of
    step; same model, data sizes and number of local steps. (HBN's code also clips gradients to
    norm 10; left out here because the engines' FedAvg does not clip, so all rows do equal work.)
 
-and ``engine=auto`` (the backend it selects, see ``fedbn_bench/engine/select.py``). Every
+and ``engine=auto`` (the backend it selects, see ``fedbn_bench/engine/select.py``). Each row also
+has the FLOPs of one round (one more round after the timed ones, under
+``torch.utils.flop_counter.FlopCounterMode``: forward and backward convolutions and matmuls), the
+achieved rate (FLOPs per round / seconds per round) and that rate as a fraction of a dense float32
+matmul rate measured in the same invocation (``matmul`` row: a 2048x2048 ``torch.mm``, fresh
+process, same threads): how far each backend is from what the hardware does. Every
 configuration runs in a fresh process (so peak memory is its own), with ``--warmup`` untimed
 rounds before ``--rounds`` timed ones, and is timed ``--repeats`` times in alternating order
 (forward, then backward through the list, so slow phases of a shared machine hit every row); the
@@ -49,6 +54,7 @@ import torch
 import torch.nn.functional as F
 from hydra import compose, initialize_config_dir
 from torch.utils.data import DataLoader, Dataset
+from torch.utils.flop_counter import FlopCounterMode
 
 from fedbn_bench.algorithms import build_algorithm
 from fedbn_bench.config.schema import register_schemas
@@ -99,6 +105,8 @@ PRESETS = {
         "FedBN §5 / App. D.2: DigitModel, 5 clients of 743 digits (28x28 RGB), B=32, E=1", rounds=1),
 }
 CONFIGS = ("typical", "loop", "loop_cl", "vmap", "packed")
+"""Training configurations; ``eval`` (seconds per evaluation of 10,000 test images, ``--configs eval``)
+and ``matmul`` (the hardware reference, always) are timed apart from them."""
 
 
 def compose_config(preset: Preset, extra: list[str]):
@@ -126,9 +134,11 @@ def synthetic_federation(preset: Preset, cfg, device: torch.device):
 
 
 # -- the engines -------------------------------------------------------------------------------
-def engine_rounds(preset: Preset, cfg, device: torch.device, engine: str, rounds: int) -> tuple[Simulation, str]:
+def engine_rounds(preset: Preset, cfg, device: torch.device, engine: str, rounds: int,
+                  test_size: int = 10) -> tuple[Simulation, str]:
     _, labels, x, _, clients, norm, algo, model = synthetic_federation(preset, cfg, device)
-    data = DatasetBundle("synthetic", Split(x, labels), Split(x[:10], labels[:10]), 10).to(device)
+    test = torch.arange(test_size) % POOL
+    data = DatasetBundle("synthetic", Split(x, labels), Split(x[test], labels[test]), 10).to(device)
     fed = Federation(data, [ClientRecord(c.to(device)) for c in clients], model.to(device), norm, algo)
     batch_size = algo.batch_size(cfg.batch_size, cfg.clients_per_round)
     backend = select_engine(engine, fed, batch_size, cfg.clients_per_round, device)
@@ -243,6 +253,10 @@ class TypicalFL:
 def measure(preset_name: str, config: str, rounds: int, warmup: int, device: torch.device,
             overrides: list[str]) -> dict:
     """Time ``warmup + rounds`` rounds of one configuration in this process."""
+    if config == "matmul":
+        return measure_matmul(device)
+    if config == "eval":
+        return measure_evaluation(preset_name, rounds, warmup, device, overrides)
     preset = PRESETS[preset_name]
     engine = {"typical": "loop", "loop": "loop", "loop_cl": "loop", "vmap": "vmap", "packed": "packed",
               "auto": "auto"}[config]
@@ -252,7 +266,7 @@ def measure(preset_name: str, config: str, rounds: int, warmup: int, device: tor
         runner, backend = TypicalFL(preset, cfg, device), "typical"
         step = runner.run_round
     else:
-        sim, backend = engine_rounds(preset, cfg, device, engine, warmup + rounds)
+        sim, backend = engine_rounds(preset, cfg, device, engine, warmup + rounds + 1)
 
         def step(r: int) -> int:
             before = sim.rounds.samples_seen
@@ -271,13 +285,54 @@ def measure(preset_name: str, config: str, rounds: int, warmup: int, device: tor
             walls.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
             samples.append(n)
+    with FlopCounterMode(display=False) as counter:
+        step(warmup + rounds)
+    flops = counter.get_total_flops()
     if device.type == "cuda":
         peak, kind = torch.cuda.max_memory_allocated() / 2**20, "cuda_max_allocated"
     else:
         peak, kind = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "cpu_peak_rss"
     return {"config": config, "backend": backend, "s_per_round": statistics.median(walls),
             "cpu_s_per_round": statistics.median(cpus), "samples_per_round": statistics.median(samples),
-            "peak_mem_mib": peak, "mem_kind": kind}
+            "peak_mem_mib": peak, "mem_kind": kind, "gflop_per_round": flops / 1e9}
+
+
+def measure_evaluation(preset_name: str, rounds: int, warmup: int, device: torch.device, overrides: list[str],
+                       test_size: int = 10_000) -> dict:
+    """Seconds per evaluation of the global model on ``test_size`` test images (the run's metric list)."""
+    preset = PRESETS[preset_name]
+    cfg = compose_config(preset, [*overrides, "engine=loop"])
+    sim, _ = engine_rounds(preset, cfg, device, "loop", 1, test_size)
+    walls = []
+    for r in range(warmup + rounds):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        sim.evaluator.evaluate()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        if r >= warmup:
+            walls.append(time.perf_counter() - t0)
+    return {"config": "eval", "backend": "evaluator", "s_per_round": statistics.median(walls),
+            "cpu_s_per_round": statistics.median(walls), "samples_per_round": test_size, "peak_mem_mib": 0.0,
+            "mem_kind": "", "gflop_per_round": float("nan")}
+
+
+def measure_matmul(device: torch.device, n: int = 2048, repeats: int = 10) -> dict:
+    """The dense float32 matmul rate (GFLOP/s, 2n³ per product) of this process's threads."""
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    times = []
+    for _ in range(repeats + 2):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    best = min(times[2:])
+    return {"config": "matmul", "backend": "torch.mm", "s_per_round": best, "cpu_s_per_round": best,
+            "samples_per_round": 0, "peak_mem_mib": 0.0, "mem_kind": "", "gflop_per_round": 2 * n**3 / 1e9}
 
 
 def run_child(args: argparse.Namespace, config: str, algo: str | None, tree: Path = ROOT) -> dict:
@@ -323,10 +378,10 @@ def main() -> None:
         print(json.dumps(measure(args.preset, args.child, args.rounds, args.warmup, device, args.override)))
         return
     default = "" if args.algo else ",".join(CONFIGS)
-    configs = [c for c in (args.configs if args.configs is not None else default).split(",") if c] + ["auto"]
+    configs = [c for c in (args.configs if args.configs is not None else default).split(",") if c] + ["auto", "matmul"]
     algos = args.algo.split(",") if args.algo else [None]
     jobs = [(c, a, ROOT) for a in algos for c in configs]
-    jobs += [(c, a, args.baseline.resolve()) for a in algos for c in configs] if args.baseline else []
+    jobs += [(c, a, args.baseline.resolve()) for a in algos for c in configs if c != "matmul"] if args.baseline else []
     runs: dict[tuple[str, str], list[dict]] = {}
     for r in range(args.repeats):
         for config, algo, tree in jobs if r % 2 == 0 else jobs[::-1]:
@@ -337,6 +392,9 @@ def main() -> None:
 
     table = pd.DataFrame(list(rows.values()))
     table["samples_per_s"] = table["samples_per_round"] / table["s_per_round"]
+    table["gflop_per_s"] = table["gflop_per_round"] / table["s_per_round"]
+    matmul = table.loc[table["config"] == "matmul", "gflop_per_s"].max()
+    table["fraction_of_matmul"] = table["gflop_per_s"] / matmul
     typical = next((row for (config, _), row in rows.items() if config == "typical"), None)
     if typical:
         table["speedup_vs_typical"] = typical["s_per_round"] / table["s_per_round"]

@@ -54,7 +54,7 @@ class Metric:
         raise NotImplementedError
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1024) -> tuple[float, float]:
     """(accuracy, mean loss) of ``model`` in eval mode on ``(x, y)``."""
     model.eval()
