@@ -32,7 +32,7 @@ from fedbn_bench.records.reader import RunRecord, read_runs  # noqa: E402
 PAPER = Path(__file__).resolve().parents[1] / "conf" / "experiment" / "fedrbn" / "table2_paper.csv"
 COLUMNS = ["method", "label", "runs", "status", "rounds", "ra", "sa", "final_ra", "final_sa", "t",
            "paper_ra", "paper_sa", "paper_t", "ra_minus_paper"]
-EXTRA_LABELS = {"st": "ST only (no AT user)", "fedrbn_wo_prop": "FedRBN w/o prop", "local_at": "local AT"}
+EXTRA_LABELS = {"fedrbn_wo_prop": "FedRBN w/o prop", "local_at": "local AT"}
 
 
 def paper_rows(setting: str) -> dict[str, dict[str, str]]:
@@ -50,20 +50,25 @@ def pct(value: float | None) -> float | None:
 
 
 def table(runs: list[RunRecord], setting: str) -> list[dict]:
-    """One row per method: the paper's rows of ``setting`` first, then methods only we ran."""
+    """One row per method: the paper's rows of ``setting`` first, then methods only we ran, then
+    runs of other settings as ``<method>@<setting>`` (e.g. ``fatavg@none``, no AT user)."""
     paper = paper_rows(setting)
     by_method: dict[str, list[RunRecord]] = {}
     for run in runs:
-        if run.override("experiment/fedrbn/setting") in (None, setting):
-            by_method.setdefault(run.override("experiment/fedrbn/method") or "unknown", []).append(run)
+        method = run.override("experiment/fedrbn/method") or "unknown"
+        run_setting = run.override("experiment/fedrbn/setting")
+        key = method if run_setting in (None, setting) else f"{method}@{run_setting}"
+        by_method.setdefault(key, []).append(run)
     rows = []
     for method in [*paper, *sorted(set(by_method) - set(paper))]:
         group = by_method.get(method, [])
         done = [r for r in group if r.status == "completed"]
         statuses = sorted({r.status for r in group})
         p = paper.get(method, {})
+        base, _, other = method.partition("@")
+        label = p.get("label") or paper_rows(setting).get(base, {}).get("label") or EXTRA_LABELS.get(base, base)
         row = {
-            "method": method, "label": p.get("label", EXTRA_LABELS.get(method, method)), "runs": len(group),
+            "method": method, "label": f"{label} [{other}]" if other else label, "runs": len(group),
             "status": "missing" if not group else ",".join(statuses),
             "rounds": max((r.summary.get("rounds_completed", 0) for r in group), default=None),
             "ra": pct(mean([r.summary["robust_acc_at_best_val"] for r in done if "robust_acc_at_best_val" in r.summary])),

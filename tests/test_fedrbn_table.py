@@ -17,11 +17,12 @@ def load_script():
     return module
 
 
-def make_run(root: Path, name: str, method: str, summary: dict | None, rows: list[str]) -> None:
+def make_run(root: Path, name: str, method: str, summary: dict | None, rows: list[str],
+             setting: str = "digits_20") -> None:
     run = root / name
     (run / ".hydra").mkdir(parents=True)
     (run / ".hydra" / "overrides.yaml").write_text(
-        f"- +experiment/fedrbn/method={method}\n- +experiment/fedrbn/setting=digits_20\n- seed=0\n")
+        f"- +experiment/fedrbn/method={method}\n- +experiment/fedrbn/setting={setting}\n- seed=0\n")
     (run / ".hydra" / "config.yaml").write_text("adversarial:\n  at_fraction: 0.2\n")
     (run / "metrics.csv").write_text("round,test_acc,robust_acc\n" + "\n".join(rows) + "\n")
     if summary is not None:
@@ -34,15 +35,16 @@ def test_table_cells_from_hand_made_runs(tmp_path):
     make_run(tmp_path, "a", "fedrbn", summary, ["10,0.7,0.3", "20,0.8,0.4"])
     make_run(tmp_path, "b", "fedrbn", {**summary, "robust_acc_at_best_val": 0.6, "train_macs_per_round": 1e12}, [])
     make_run(tmp_path, "c", "fatavg", None, ["10,0.5,0.1"])
-    make_run(tmp_path, "d", "st", {**summary, "status": "diverged"}, [])
+    make_run(tmp_path, "d", "fatavg", {**summary, "status": "diverged"}, [], setting="none")
     rows = {r["method"]: r for r in load_script().table(read_runs(tmp_path), "digits_20")}
     fedrbn = rows["fedrbn"]
     assert (fedrbn["runs"], fedrbn["status"], fedrbn["ra"], fedrbn["sa"], fedrbn["t"]) == (2, "completed", 55.0, 90.0, 2.0)
     assert (fedrbn["paper_ra"], fedrbn["paper_sa"], fedrbn["ra_minus_paper"]) == (55.8, 87.3, -0.8)
     assert rows["fatavg"]["status"] == "no summary" and rows["fatavg"]["ra"] is None
     assert rows["fatbn"]["status"] == "missing" and rows["fatbn"]["paper_ra"] == 41.2
-    assert rows["st"]["status"] == "diverged" and rows["st"]["ra"] is None  # kept, not averaged
-    assert list(rows)[-1] == "st"  # a method the paper lacks comes after the paper's rows
+    other = rows["fatavg@none"]  # another setting: its own row after the paper's, kept though diverged
+    assert other["status"] == "diverged" and other["ra"] is None and other["label"] == "FATAvg [none]"
+    assert list(rows)[-1] == "fatavg@none"
 
 
 def test_reader_reads_config_overrides_and_curves(tmp_path):
