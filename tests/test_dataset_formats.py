@@ -153,7 +153,8 @@ def test_digits5_domains_range_percent_and_truncation(tmp_path):
     w = fx.write_digits5(tmp_path)  # parts of 10 samples, USPS parts of 8; 3 parts; tests of 12
     b = load_dataset("digits5", root=str(tmp_path), percent=0.2)
     assert b.domain_names == list(DOMAINS) and b.input_shape == (3, 28, 28)
-    assert b.norm_mean is None  # FedBN's fixed [-1, 1] map, no train-stat normalization
+    # FedBN's fixed [-1, 1] map, no train-stat normalization; pixels = x * 0.5 + 0.5 (attacks in pixels)
+    assert torch.equal(b.norm_mean, torch.full((3,), 0.5)) and torch.equal(b.norm_std, torch.full((3,), 0.5))
     assert float(b.train.x.min()) >= -1.0 and float(b.train.x.max()) <= 1.0
     assert torch.bincount(b.train.domain).tolist() == [16] * 5  # 2 parts, truncated to USPS's 2 * 8
     assert torch.bincount(b.test.domain).tolist() == [12] * 5  # test sets whole

@@ -84,7 +84,7 @@ NORM_CASES = {
 
 @pytest.mark.parametrize("engine", ["vmap", "packed"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
-@pytest.mark.parametrize("norm", sorted(NORMS.names()))
+@pytest.mark.parametrize("norm", sorted(n for n in NORMS.names() if not NORMS.get(n).unsupported_backends))
 def test_every_norm_is_equivalent_without_fallback(norm, dtype, engine, tmp_path, caplog):
     overrides = [f"norm={norm}", *NORM_CASES.get(norm, [])]
     cfg = compose_config([*BASE, *overrides])
@@ -95,6 +95,16 @@ def test_every_norm_is_equivalent_without_fallback(norm, dtype, engine, tmp_path
     tol = ILL_CONDITIONED_F32 if norm == "in" and dtype == torch.float32 else None
     sim = assert_equivalent(overrides, tmp_path, dtype, tol, engine)
     assert differs_from_start(sim, overrides)
+
+
+@pytest.mark.parametrize("engine", ["vmap", "packed"])
+@pytest.mark.parametrize("norm", sorted(n for n in NORMS.names() if NORMS.get(n).unsupported_backends))
+def test_a_norm_without_a_backend_falls_back_to_loop_with_its_reason(norm, engine, caplog):
+    cfg = compose_config([*BASE, f"norm={norm}"])
+    fed, _ = build_federation(cfg, torch.device("cpu"))
+    with caplog.at_level(logging.WARNING, logger="fedbn_bench"):
+        assert select_engine(engine, fed, cfg.batch_size, cfg.clients_per_round, torch.device("cpu")) == "loop"
+    assert NORMS.get(norm).unsupported_backends[engine] in caplog.text
 
 
 @pytest.mark.parametrize("overrides", [

@@ -21,7 +21,11 @@ def test_every_method_is_tested():
             "local_at", "fatavg_free", "fatbn_free"} == set(METHODS)
 
 
-@pytest.mark.parametrize("method", METHODS)
+FAST = {"fedrbn", "fatbn", "fatavg_free"}
+"""Run by default (dual BN + PNC + propagation, local BN, Free AT); the others under ``-m slow``."""
+
+
+@pytest.mark.parametrize("method", [m if m in FAST else pytest.param(m, marks=pytest.mark.slow) for m in METHODS])
 def test_method_runs_two_rounds_with_its_roles_and_robust_columns(method, tmp_path):
     sim = build_simulation(BASE + [f"+experiment/fedrbn/method={method}"], tmp_path, rounds=2, dtype=torch.float32,
                            count_macs=True)

@@ -130,10 +130,10 @@ def fbn_dsgd_simulation(tmp_path, monkeypatch, overrides: list[str]) -> tuple[Si
     captured: list[tuple[torch.Tensor, torch.Tensor]] = []
     train = loop_backend.train_model
 
-    def spy(algo, norm, model, batches, lr, state):
+    def spy(algo, norm, model, batches, lr, state, objective=None):
         batches = list(batches)
         captured.extend(batches)
-        return train(algo, norm, model, batches, lr, state)
+        return train(algo, norm, model, batches, lr, state, objective)
 
     monkeypatch.setattr(loop_backend, "train_model", spy)
     return Simulation(fed, settings, RunRecorder(tmp_path), NullLogger()), captured
