@@ -79,6 +79,10 @@ class NormMethod:
             return {}
         return {n: m for n, m in model.named_modules() if isinstance(m, self.layer_types)}
 
+    def norm_state_keys(self, model: nn.Module) -> list[str]:
+        """Every state entry (parameters and buffers) of every normalization module."""
+        return [f"{name}.{key}" for name, module in self.norm_modules(model).items() for key in module.state_dict()]
+
     @contextlib.contextmanager
     def no_statistics_update(self, model: nn.Module) -> Iterator[None]:
         """Forward passes inside leave every buffer (running statistics, counters) as it was:

@@ -25,7 +25,7 @@ from torch import nn
 from fedbn_bench.core.aggregation import Aggregator
 from fedbn_bench.core.updates import LayerStatistics, State, Statistics
 from fedbn_bench.errors import ConfigError
-from fedbn_bench.norms.base import NORMS, NormConfig, NormMethod, stacked
+from fedbn_bench.norms.base import NORMS, NormConfig, NormMethod, running_statistics, stacked
 
 BRANCHES = ("clean", "adv")
 ADV_SUFFIX = ":adv"
@@ -99,12 +99,11 @@ class DualBN(NormMethod):
 
     def client_statistics(self, model: nn.Module, num_samples: int) -> Statistics:
         """Both branches' running statistics (the adversarial one under ``<layer>:adv``)."""
-        out = {}
-        for name, m in self.norm_modules(model).items():
-            count = torch.tensor(float(num_samples), dtype=torch.float64, device=m.running_mean.device)
-            out[name] = LayerStatistics(m.running_mean.detach().clone(), m.running_var.detach().clone(), count)
+        modules = self.norm_modules(model)
+        out = running_statistics(modules, num_samples)
+        for name, m in modules.items():
             out[name + ADV_SUFFIX] = LayerStatistics(m.adv_running_mean.detach().clone(),
-                                                     m.adv_running_var.detach().clone(), count)
+                                                     m.adv_running_var.detach().clone(), out[name].count)
         return out
 
     def aggregate_statistics(self, stats: list[Statistics], weights: torch.Tensor, aggregator: Aggregator,

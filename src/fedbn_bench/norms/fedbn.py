@@ -60,4 +60,4 @@ class FedBN(BatchNorm):
 
     def local_keys(self, model: nn.Module) -> list[str]:
         """Every state entry of every BatchNorm module (selected by type)."""
-        return [f"{name}.{key}" for name, module in self.norm_modules(model).items() for key in module.state_dict()]
+        return self.norm_state_keys(model)

@@ -55,7 +55,7 @@ class FedRBN(DualBN):
 
     def local_keys(self, model: nn.Module) -> list[str]:
         """Every state entry of every dual-BN module (FedBN's rule applied to DBN)."""
-        return [f"{name}.{key}" for name, module in self.norm_modules(model).items() for key in module.state_dict()]
+        return self.norm_state_keys(model)
 
     def client_statistics(self, model: nn.Module, num_samples: int) -> Statistics:
         return {}
