@@ -40,9 +40,9 @@ def sgd_step(params: State, grads: State, buffers: Optional[State], lr: float, m
     if not rest:
         return
     weights = [params[k] for k in rest]
-    d = [grads[k].clone() for k in rest]
+    d = [grads[k] for k in rest]
     if decay != 0:
-        torch._foreach_add_(d, weights, alpha=decay)
+        d = torch._foreach_add(d, weights, alpha=decay)
     if momentum != 0:
         bufs = [buffers[k] for k in rest]
         torch._foreach_mul_(bufs, momentum)

@@ -43,10 +43,9 @@ class Aggregator:
 
 def weighted_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """``sum_i w_i x_i`` over the leading axis, in float32 at least (the dtype of ``values``
-    is kept in the result)."""
+    is kept in the result); one contraction, without an ``(n, ...)`` product in memory."""
     dtype = torch.promote_types(values.dtype, torch.float32)
-    w = weights.to(values.device, dtype).view(-1, *([1] * (values.dim() - 1)))
-    return (w * values.to(dtype)).sum(0).to(values.dtype)
+    return torch.tensordot(weights.to(values.device, dtype), values.to(dtype), dims=1).to(values.dtype)
 
 
 def aggregate_states(aggregator: Aggregator, states: Sequence[State], weights: torch.Tensor) -> State:

@@ -42,5 +42,9 @@ def per_client(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 def total_norm(tensors: dict[str, torch.Tensor], lead: int) -> torch.Tensor:
     """Each client's L2 norm over all of ``tensors`` (``lead`` = 0: one client, a scalar; 1: a
-    stack, shape ``(n,)``)."""
-    return torch.stack([t.square().flatten(lead).sum(-1) for t in tensors.values()]).sum(0).sqrt()
+    stack, shape ``(n,)``): the norm of the per-tensor norms, as ``torch.nn.utils.clip_grad_norm_``
+    computes it. Each norm is one reduction over the tensor as it lies in memory, with no squared
+    or flattened copy (the gradients of a large linear layer are tens of MB per step)."""
+    per_tensor = [torch.linalg.vector_norm(t, dim=tuple(range(lead, t.dim())) if lead else None)
+                  for t in tensors.values()]
+    return torch.linalg.vector_norm(torch.stack(per_tensor), dim=0)
