@@ -31,7 +31,7 @@ from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.engine.threads import apply_threads
 from fedbn_bench.errors import ConfigError
-from fedbn_bench.metrics import METRICS
+from fedbn_bench.metrics import build_metric
 from fedbn_bench.models import build_model
 from fedbn_bench.norms import NormMethod, build_norm
 from fedbn_bench.partition import make_partition, partition_params, partition_table
@@ -149,7 +149,7 @@ def build_simulation(cfg: DictConfig, run_dir: str | Path, device: torch.device,
     attack, aggregator, statistics_aggregator = build_byzantine(cfg.byzantine, cfg.num_clients, cfg.clients_per_round,
                                                                 cfg.seed, aggregator)
     transforms = [TRANSFORMS.get(t.name)(t) for t in cfg.transforms] + ([attack] if attack else [])
-    metrics = [METRICS.get(name)() for name in cfg.metrics]
+    metrics = [build_metric(entry) for entry in OmegaConf.to_container(cfg.metrics, resolve=True)]
     torch.manual_seed(cfg.seed)
     fed, table = build_federation(cfg, device)
     recorder = RunRecorder(run_dir)

@@ -68,7 +68,7 @@ class Config:
     byzantine: ByzantineConfig = MISSING
     adversarial: AdversarialConfig = MISSING
     transforms: list[Any] = field(default_factory=list)
-    metrics: list[str] = field(default_factory=list)
+    metrics: list[Any] = field(default_factory=list)
     engine: EngineConfig = MISSING
     logger: LoggerConfig = MISSING
     seed: int = 0

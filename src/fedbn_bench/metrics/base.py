@@ -2,18 +2,21 @@
 
 A metric is a class registered in ``METRICS`` whose call maps an ``EvalContext`` to named
 numbers; the engine's evaluator runs a list of them. A new metric (robust accuracy, calibration,
-...) is one module here.
+...) is one module here. The config's ``metrics`` list names them: ``[name, ...]``, or
+``{name: ..., <option>: ...}`` for a metric whose constructor takes keyword options
+(``build_metric``).
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedbn_bench.errors import ConfigError
 from fedbn_bench.registry import Registry
 
 
@@ -126,3 +129,19 @@ def mean_over_domains(values: list[float], domains: list[str | None]) -> tuple[f
 
 
 METRICS: Registry[type[Metric]] = Registry("metric")
+
+
+def build_metric(entry: str | Mapping[str, Any]) -> Metric:
+    """The metric of one ``metrics`` entry: a registered name, or a mapping with ``name`` and
+    the metric's keyword options; an unknown name or option is one ``ConfigError``."""
+    if isinstance(entry, str):
+        return METRICS.get(entry)()
+    options = dict(entry)
+    name = options.pop("name", None)
+    if not isinstance(name, str):
+        raise ConfigError(f"metrics entry {dict(entry)} has no `name`: give a metric name or {{name: ..., options}}")
+    cls = METRICS.get(name)
+    try:
+        return cls(**options)
+    except TypeError as exc:
+        raise ConfigError(f"metrics entry '{name}': invalid options {options} ({exc})") from None
