@@ -10,12 +10,12 @@ the model's modules (packing rules and a self-check, ``backends/packed.py``).
 * CPU: ``packed`` when it supports the run and the local batch is at most ``PACKED_MAX_BATCH``
   (16), else ``loop``. Small batches are where a per-client loop wastes the CPU on per-call
   overhead and on kernels too small to run well: packed ran hbn_cifar10 (Simple-CNN, B=4) at
-  4.4x the typical loop (2 threads) and 2.5x (1 thread), against 1.6x / 1.1x for ``loop``; at B=16
-  it was 3.6 vs 5.4 s per round for ``loop``. At large batches the per-client kernels are already
-  efficient and one grouped kernel is slower: packed took 1.5x ``loop``'s time on fbn_cifar10
-  (B=50) and 1.1x on fedbn_digits (B=32). ``vmap`` was slower than ``loop`` on every CPU preset
-  except hbn_cifar10 with 2 threads: functorch turns the stacked convolutions into NCHW grouped
-  convolutions, the slow CPU kernels.
+  3.8x the typical loop, against 1.06x for ``loop`` (2 threads, AMD EPYC; 4.4x / 1.6x on the earlier
+  Intel Xeon); at B=16 it was 3.6 vs 5.4 s per round for ``loop``. At large batches the per-client
+  kernels are already efficient and one grouped kernel is not faster: packed took 1.27x ``loop``'s
+  time on fbn_cifar10 (B=50) and 1.02x on fedbn_digits (B=32). ``vmap`` was slower than ``loop``
+  on every CPU preset except hbn_cifar10: functorch turns the stacked convolutions into NCHW
+  grouped convolutions, the slow CPU kernels.
 * CUDA: ``vmap`` when it supports the run (one kernel launch per layer for all clients instead of
   one per client). Not measured: no session had a GPU; run ``scripts/bench.py --device cuda`` to
   confirm or revise.
