@@ -52,3 +52,32 @@ def test_global_and_domain_accuracy_share_one_pass_over_the_test_set(tmp_path):
     for name, idx in sim.fed.domain_test.items():
         assert row[f"acc_{name}"] == evaluate(sim.fed.model, test.x[idx], test.y[idx])[0]
     assert row["test_acc"] == evaluate(sim.fed.model, test.x, test.y, batch_size=1024)[0]
+
+
+def test_metrics_entries_are_names_or_mappings_with_options(tmp_path):
+    """``metrics: [name, {name: ..., option: ...}]``: options reach the metric's constructor; an
+    unknown name or option is one ConfigError naming it, raised when the simulation is built."""
+    import pytest
+
+    from fedbn_bench.errors import ConfigError
+    from fedbn_bench.metrics.base import METRICS, Metric, build_metric
+
+    @METRICS.register("test_constant")
+    class Constant(Metric):
+        def __init__(self, value: float = 1.0) -> None:
+            self.value = value
+
+        def __call__(self, ctx):
+            return {"constant": self.value}
+
+    try:
+        assert build_metric("test_constant").value == 1.0
+        assert build_metric({"name": "test_constant", "value": 2.5}).value == 2.5
+        with pytest.raises(ConfigError, match="test_constant.*valu"):
+            build_metric({"name": "test_constant", "valu": 2.5})
+        with pytest.raises(ConfigError, match="no `name`"):
+            build_metric({"value": 2.5})
+        with pytest.raises(ConfigError, match="no_such_metric"):
+            build_metric("no_such_metric")
+    finally:
+        METRICS._items.pop("test_constant")
