@@ -19,14 +19,13 @@ the whole group, the time its records took to produce.
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Optional, Sequence
 
 import torch
-from tqdm.auto import tqdm
 
 from fedbn_bench.engine.backends.base import Backend, ClientResult
 from fedbn_bench.engine.round import RoundPlan
+from fedbn_bench.engine.run_loop import drive
 from fedbn_bench.engine.simulation import Simulation
 
 STACKED_ENGINES = ("vmap", "packed")
@@ -59,35 +58,9 @@ class ReplicaGroup:
 
     def run(self) -> list[dict[str, Any]]:
         """Run every replica to its end; their summaries, in the order of ``sims``."""
-        loops = [sim.loop for sim in self.sims]
-        status = ["running"] * len(loops)
-        for loop in loops:
-            loop.begin()
-        rounds = self.sims[0].s.rounds
-        bar = tqdm(range(rounds), desc=f"rounds ({len(loops)} replicas)", unit="round", disable=not self.progress,
-                   dynamic_ncols=True)
-        try:
-            for round_idx in bar:
-                active = [i for i, st in enumerate(status) if st == "running"]
-                if not active:
-                    break
-                t0 = time.perf_counter()
-                losses = self.train_round([self.sims[i] for i in active], round_idx)
-                seconds = time.perf_counter() - t0
-                for i, loss in zip(active, losses):
-                    if loops[i].after_round(round_idx, loss, seconds):
-                        status[i] = "diverged"
-                        tqdm.write(f"replica seed={self.sims[i].s.seed} diverged after round {round_idx + 1}")
-            status = ["completed" if st == "running" else st for st in status]
-        except KeyboardInterrupt:
-            status = ["interrupted" if st == "running" else st for st in status]
-        except Exception:
-            status = ["failed" if st == "running" else st for st in status]
-            raise
-        finally:
-            bar.close()
-            summaries = [loop.finish(st) for loop, st in zip(loops, status)]
-        return summaries
+        return drive([sim.loop for sim in self.sims],
+                     lambda active, round_idx: self.train_round([self.sims[i] for i in active], round_idx),
+                     self.progress, desc=f"rounds ({len(self.sims)} replicas)")
 
     def train_round(self, sims: list[Simulation], round_idx: int) -> list[torch.Tensor]:
         """Round ``round_idx`` of ``sims``: planned by each, trained together, completed by each."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import torch
 from tqdm.auto import tqdm
@@ -43,32 +43,7 @@ class RunLoop:
 
     def run(self) -> dict[str, Any]:
         """Run the remaining rounds (all of them, or those after a restored checkpoint)."""
-        s = self.s
-        self.begin()
-        status = "running"
-        bar = tqdm(range(self.rounds_completed, s.rounds), desc="rounds", unit="round", disable=not s.progress,
-                   dynamic_ncols=True, initial=self.rounds_completed, total=s.rounds)
-        try:
-            for round_idx in bar:
-                t0 = time.perf_counter()
-                loss = self.run_round(round_idx)
-                diverged = self.after_round(round_idx, loss, time.perf_counter() - t0)
-                if self.last:
-                    bar.set_postfix(acc=f"{self.last['test_acc']:.3f}", loss=f"{self.last['train_loss']:.3f}")
-                if diverged:
-                    status = "diverged"
-                    break
-            else:
-                status = "completed"
-        except KeyboardInterrupt:
-            status = "interrupted"
-        except Exception:
-            status = "failed"
-            raise
-        finally:
-            bar.close()
-            summary = self.finish(status)
-        return summary
+        return drive([self], lambda active, round_idx: [self.run_round(round_idx)], self.s.progress)[0]
 
     def begin(self) -> None:
         """Start the clock (continuing a restored run's elapsed time)."""
@@ -191,6 +166,50 @@ class RunLoop:
         for row in state["history"]:
             self.recorder.append_metrics(row)
             self.history.append(row)
+
+
+TrainRound = Callable[[list[int], int], list[torch.Tensor]]
+"""``(active, round_idx) -> losses``: trains round ``round_idx`` of the loops at indices ``active``
+and returns the mean loss of each."""
+
+
+def drive(loops: Sequence[RunLoop], train_round: TrainRound, progress: bool, desc: str = "rounds") -> list[dict[str, Any]]:
+    """Drive ``loops`` (one run, or replicas in lockstep, ``replicas.py``) from their first remaining
+    round to the last, and return their summaries. After each round every trained loop records
+    (``after_round``). A loop that diverges stops there and the others go on. Each summary is
+    written with the status that ended its loop: completed, diverged, interrupted (Ctrl-C) or failed
+    (the exception is raised after the summaries are written)."""
+    start, total = loops[0].rounds_completed, loops[0].s.rounds
+    status = ["running"] * len(loops)
+    for loop in loops:
+        loop.begin()
+    bar = tqdm(range(start, total), desc=desc, unit="round", disable=not progress, dynamic_ncols=True,
+               initial=start, total=total)
+    try:
+        for round_idx in bar:
+            active = [i for i, st in enumerate(status) if st == "running"]
+            if not active:
+                break
+            t0 = time.perf_counter()
+            losses = train_round(active, round_idx)
+            seconds = time.perf_counter() - t0
+            for i, loss in zip(active, losses):
+                if loops[i].after_round(round_idx, loss, seconds):
+                    status[i] = "diverged"
+                    if len(loops) > 1:
+                        tqdm.write(f"replica seed={loops[i].s.seed} diverged after round {round_idx + 1}")
+            if len(loops) == 1 and loops[0].last:
+                bar.set_postfix(acc=f"{loops[0].last['test_acc']:.3f}", loss=f"{loops[0].last['train_loss']:.3f}")
+        status = ["completed" if st == "running" else st for st in status]
+    except KeyboardInterrupt:
+        status = ["interrupted" if st == "running" else st for st in status]
+    except Exception:
+        status = ["failed" if st == "running" else st for st in status]
+        raise
+    finally:
+        bar.close()
+        summaries = [loop.finish(st) for loop, st in zip(loops, status)]
+    return summaries
 
 
 EVAL_STATISTICS = ("auto", "stored", "reestimate")
