@@ -12,9 +12,11 @@ from fedbn_bench.metrics.base import EvalContext, Metric
 
 class Evaluator:
     def __init__(self, fed: Federation, store: ClientStore, metrics: Sequence[Metric], batch_size: int = 128,
-                 seed: int = 0) -> None:
+                 seed: int = 0, train_batch_size: int | None = None) -> None:
+        """``batch_size``: the evaluation's; ``train_batch_size``: a client's in training (for
+        metrics that mimic it, ``EvalContext.train_batch_size``)."""
         self.fed, self.store, self.metrics = fed, store, list(metrics)
-        self.batch_size = batch_size
+        self.batch_size, self.train_batch_size, self.seed = batch_size, train_batch_size, seed
         adversarial = fed.adversarial
         self.test_branch = adversarial.test_branch if adversarial is not None else "clean"
         self.robust_attacks = adversarial.evaluation_attacks(fed.data.num_classes, seed) if adversarial else {}
@@ -37,6 +39,9 @@ class Evaluator:
             client_domain=[None if r.domain is None else fed.data.domain_names[r.domain] for r in store.records],
             robust_attacks=self.robust_attacks,
             client_role=[r.role for r in store.records],
+            client_train=[r.indices for r in store.records],
+            train_batch_size=self.train_batch_size,
+            seed=self.seed,
         )
 
     def evaluate(self, global_state: State | None = None) -> dict[str, float]:

@@ -75,7 +75,7 @@ class Simulation:
                                   statistics_aggregator)
         robust = [METRICS.get("robust_accuracy")()] if fed.adversarial is not None and fed.adversarial.active else []
         metrics = distinct([*default_metrics(self.personalized), *extra_metrics, *robust])
-        self.evaluator = Evaluator(fed, self.store, metrics, settings.eval_batch_size, settings.seed)
+        self.evaluator = Evaluator(fed, self.store, metrics, settings.eval_batch_size, settings.seed, batch_size)
         self.loop = RunLoop(fed, self.store, self.rounds, self.evaluator, settings, recorder, logger, config)
 
     def run_round(self, round_idx: int) -> torch.Tensor:

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -27,7 +28,10 @@ class EvalContext:
     test indices; the training inputs and labels with the clients' validation indices into them
     (``None``: no validation split) and each client's domain name (``None``: no domain); the
     robust evaluation's attacks by column (``attack(model, x, y) -> x_adv``, the model in eval
-    mode; empty without adversarial training) and each client's role (FedRBN's AT/ST users)."""
+    mode; empty without adversarial training) and each client's role (FedRBN's AT/ST users);
+    each client's training indices into ``train_x`` (``client_train``, validation held out), the
+    run's training batch size per client (``train_batch_size``; ``None``: not given) and the run's
+    seed (``seed``, for metrics that draw samples: ``seeded_generator``)."""
 
     model: nn.Module
     test_x: torch.Tensor
@@ -44,6 +48,9 @@ class EvalContext:
     robust_attacks: dict[str, Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]] = field(
         default_factory=dict)
     client_role: list[str] = field(default_factory=list)
+    client_train: list[torch.Tensor] = field(default_factory=list)
+    train_batch_size: int | None = None
+    seed: int = 0
 
     global_test: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
     """Memo of ``global_test_outcomes``."""
@@ -55,6 +62,11 @@ class EvalContext:
             self.load_global()
             self.global_test = outcomes(self.model, self.test_x, self.test_y, self.batch_size)
         return self.global_test
+
+    def pooled_train(self) -> torch.Tensor:
+        """The union of the clients' training indices, client after client (FixBN §3.4's
+        ``D = ∪_m D_m``)."""
+        return torch.cat([idx.to(self.train_y.device) for idx in self.client_train])
 
     @property
     def has_validation(self) -> bool:
@@ -102,6 +114,13 @@ def outcomes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
     if not correct:
         return torch.zeros(0, dtype=torch.bool, device=x.device), torch.zeros(0, device=x.device)
     return torch.cat(correct), torch.cat(losses)
+
+
+def seeded_generator(seed: int, *keys: int) -> torch.Generator:
+    """A CPU generator of its own for ``(seed, *keys)``: a metric's draws never touch the global
+    random state, and repeat across evaluations and resumptions."""
+    entropy = np.random.SeedSequence([int(seed) % 2**32, *(int(k) % 2**32 for k in keys)])
+    return torch.Generator().manual_seed(int(entropy.generate_state(1)[0]))
 
 
 def accuracy_and_loss(correct: torch.Tensor, losses: torch.Tensor) -> tuple[float, float]:

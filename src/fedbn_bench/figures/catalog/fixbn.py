@@ -65,8 +65,30 @@ FIGURES: list[Figure] = [
            rows="experiment/fixbn/method", metric=ACC, options={"labels": METHODS}),
     Figure("fixbn/table1", "paper_table", title="FixBN Table 1: centralized vs FL at E = 1, SGD without momentum",
            paper="fixbn/table1_paper.csv", rows="experiment/fixbn/method", metric=ACC),
+    Figure("fixbn/fig2a", "curve", preset="fixbn/fig2ab",
+           title="FixBN Fig. 2a: L1 change of the global BN statistics, local mini-batch vs global (CIFAR-10, E = 1)",
+           rows="norm", metric=("bn_global_change", "bn_local_distance"),
+           options={"scale": 1.0, "yscale": "log", "digits": 4, "expect": ["bn"], "labels": NORMS,
+                    "ylabel": "L1 distance",
+                    "column_labels": {"bn_global_change": "global ||S(t) - S(t')||_1 (since the last evaluation)",
+                                      "bn_local_distance": "local ||S_m,B - S||_1 (mean over clients)"}}),
+    Figure("fixbn/fig2b", "curve", preset="fixbn/fig2ab",
+           title="FixBN Fig. 2b: variance of each client's local BN statistics over a 200-round window (E = 1)",
+           rows="norm", metric=tuple(f"bn_local_var_{m}" for m in range(5)),
+           options={"scale": 1.0, "yscale": "log", "digits": 6, "expect": ["bn"], "labels": NORMS,
+                    "ylabel": "windowed variance",
+                    "column_labels": {f"bn_local_var_{m}": f"client {m}" for m in range(5)}}),
     Figure("fixbn/fig2c", "paper_table", title="FixBN Fig. 2c: final accuracy by the freeze round T* (fraction of rounds)",
            rows="norm.freeze_fraction", metric=ACC),
+    Figure("fixbn/fig2c_train_loss", "curve", preset="fixbn/fig2c",
+           title="FixBN Fig. 2c: loss of the global model on the training data, by the freeze round T*",
+           rows="norm.freeze_fraction", metric="global_train_loss",
+           options={"scale": 1.0, "digits": 4, "ylabel": "training loss"}),
+    Figure("fixbn/sec3_4", "paper_table",
+           title="FixBN §3.4 / App. B.1: BN statistics re-estimated on the pooled training data "
+                 "(Tiny-ImageNet, Dir(0.1))",
+           paper="fixbn/sec3_4_paper.csv", rows="norm",
+           metric={"acc": "final:test_acc", "pooled_acc": "final:pooled_bn_test_acc"}),
     *fig3("cifar10", "shards"),
     *fig3("tinyimagenet", "shards40"),
     Figure("fixbn/fig3_mnist", "grid", title="FixBN Fig. 3 reduced to MNIST (LeNet-5, 20 rounds, E = 100, 5 clients)",
@@ -119,16 +141,9 @@ FIGURES: list[Figure] = [
 ]
 
 NOT_COVERED: dict[str, str] = {
-    "fixbn/fig2a": "BN-statistics dynamics (||S(t+1) - S(t)||_1 of the global statistics, local mini-batch vs "
-                   "global statistics): the engine logs no per-round BN-statistics diagnostics.",
-    "fixbn/fig2b": "Windowed variance of each client's local BN statistics: no per-round BN-statistics diagnostics.",
-    "fixbn/fig2c:train_loss": "Fig. 2c's training-loss curve needs the global model's loss on the training data, "
-                              "which no evaluation computes (the accuracy-vs-T* part is fixbn/fig2c).",
     "fixbn/sec3_3": "§3.3's decoupled round (frozen weights: clients update statistics by Eq. 1, the server averages "
                     "them; then weights trained in eval mode with the global statistics) is not implemented; "
                     "norm=hbn norm.mixing=global_only is only an approximation (a separate statistics pass, not Eq. 1).",
-    "fixbn/sec3_4": "Post-hoc re-estimation of the BN statistics on the pooled training data after FedAvg is not "
-                    "implemented (eval_statistics=reestimate needs a norm with a statistics pass, i.e. HBN).",
     "fixbn/table3": "Cityscapes segmentation: no Cityscapes dataset (city clients), no DeepLab-v3+ (output stride 16), "
                     "no segmentation loss or mIoU evaluation, no Adam client optimizer.",
     "fixbn/table4:fedtan": "FedTAN (layer-wise iterative statistics aggregation, 3L+1 communications per step) is not "
