@@ -11,6 +11,9 @@ METHOD_LABELS = {"fedrbn": "FedRBN", "fedrbn_l1": "FedRBN λ=1", "fedrbn_l0": "F
 TABLE1_SETTINGS = {"all": ("digits_all", "Digits All"), "digits_20": ("digits_20", "Digits 20 %"),
                    "single_domain": ("digits_mnist", "Digits MNIST")}
 """Table 1: the preset's setting choice -> (the paper file's setting, label)."""
+BN_LAYERS = ("features.1", "classifier.1")
+"""digit_cnn's BN after the first convolution (FedRBN's bn1) and after the first linear layer (bn4):
+the ``layer`` of conf/experiment/fedrbn/fig7.yaml's ``bn_statistics_pca`` metrics (Fig. 7, Fig. 13)."""
 
 FIGURES: list[Figure] = [
     Figure("fedrbn/table2_mnist", "fedrbn_table", out="results/fedrbn/table2_mnist", md="table.md", image="table2",
@@ -58,12 +61,16 @@ FIGURES: list[Figure] = [
     *(Figure(f"fedrbn/fig8_{method}", "paper_table", preset="fedrbn/fig8", runs=f"results/fedrbn/fig8/runs/{method}",
              title=f"FedRBN Fig. 8: {METHOD_LABELS[method]} against the users per round (of 50), Digits 20 %",
              rows="cfg:clients_per_round", metric=RA_SA) for method in ("fedrbn", "fatbn", "fatavg")),
+    Figure("fedrbn/fig7", "bn_pca", title="FedRBN Fig. 7: PCA of the users' BN statistics after the first linear "
+           "layer, LBN+DBN, 100 % AT, Digits", options={"layers": {BN_LAYERS[1]: "bn4"}}),
+    Figure("fedrbn/fig13", "bn_pca", preset="fedrbn/fig7", title="FedRBN Fig. 13 (Digits): PCA of the users' BN "
+           "statistics after the first convolution and the first linear layer, LBN+DBN, 100 % AT",
+           options={"layers": {BN_LAYERS[0]: "bn1", BN_LAYERS[1]: "bn4"}}),
 ]
 
 NOT_COVERED: dict[str, str] = {
     "fedrbn/fig2": "visualisation (penultimate-layer representations projected on a 3-class plane): no figure recipe",
     "fedrbn/fig4": "illustration (sample images of each domain): no run",
-    "fedrbn/fig7": "visualisation (PCA of users' BN statistics): no figure recipe",
     "fedrbn/fig9": "needs a within-domain Dirichlet split of user sizes with a minimum of 40 samples and the mean "
                    "number of batches per user (the code's partition_mode=dir, M-PART-DIRSIZE): partition=domains "
                    "splits a domain evenly",
@@ -71,7 +78,7 @@ NOT_COVERED: dict[str, str] = {
                     "RandomRotation(±30°) is missing, M-AUG-ROT; the DomainNet columns of Tables 1-2 are not run either)",
     "fedrbn/fig11": "visualisation (penultimate-layer representations): no figure recipe",
     "fedrbn/fig12": "visualisation (representations per domain, SVHN users): no figure recipe",
-    "fedrbn/fig13": "visualisation (PCA of BN statistics, first conv and first linear layer): no figure recipe",
+    "fedrbn/fig13:domainnet": "Fig. 13's DomainNet panels need the FedRBN DomainNet setup (no preset, see fedrbn/fig10)",
     "fedrbn/table5": "architecture table (Digits CNN with dual BN): no run; it is model=digit_cnn norm=fedrbn",
     "fedrbn/table6": "architecture table (AlexNet with dual BN): no run; it is model=alexnet_bn norm=fedrbn",
     "fedrbn/table8": "needs robustness transfer by fine-tuning (AT users only for the first rounds, then ST-only "
