@@ -81,3 +81,14 @@ def test_metrics_entries_are_names_or_mappings_with_options(tmp_path):
             build_metric("no_such_metric")
     finally:
         METRICS._items.pop("test_constant")
+
+
+def test_a_run_keeps_one_metric_per_class_and_options():
+    """Two entries of one metric with different options are two metrics; an exact repeat is one."""
+    from fedbn_bench.engine.simulation import distinct
+    from fedbn_bench.metrics.base import build_metric
+
+    a, b, a2 = (build_metric({"name": "bn_statistics_pca", "layer": layer})
+                for layer in ("features.1", "classifier.1", "features.1"))
+    plain, plain2 = build_metric("global_accuracy"), build_metric("global_accuracy")
+    assert distinct([a, b, a2, plain, plain2]) == [a, b, plain]

@@ -41,9 +41,17 @@ def default_metrics(personalized: bool) -> list[Metric]:
 
 
 def distinct(metrics: Sequence[Metric]) -> list[Metric]:
-    """``metrics`` without repeats of one metric class (the first one stays)."""
-    seen: set[type] = set()
-    return [m for m in metrics if not (type(m) in seen or seen.add(type(m)))]
+    """``metrics`` without repeats (the first one stays): a metric repeats another when it has the
+    same class and the same options (e.g. ``robust_accuracy`` both asked for and added for an
+    adversarial run); one metric with two sets of options (two layers) is two metrics."""
+    seen: set[tuple[type, str]] = set()
+    out = []
+    for m in metrics:
+        key = (type(m), repr(sorted(vars(m).items())))
+        if key not in seen:
+            seen.add(key)
+            out.append(m)
+    return out
 
 
 class Simulation:

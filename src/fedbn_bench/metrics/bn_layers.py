@@ -8,19 +8,25 @@ of the dual BN (``norm=dual_bn``, ``fedrbn``); HBN keeps its statistics as ``glo
 first evaluation: the model does not exist when the metric is built."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
+import torch
 from torch import nn
 
 from fedbn_bench.errors import ConfigError
 
 
+def statistics_layer_names(state: Mapping[str, torch.Tensor]) -> list[str]:
+    """The modules of ``state`` holding a ``running_mean`` and a ``running_var``, in state order."""
+    names = [key.removesuffix(".running_mean") for key in state if key.endswith(".running_mean")]
+    return [name for name in names if f"{name}.running_var" in state]
+
+
 def statistics_layers(model: nn.Module, metric: str, names: Sequence[str] | None = None) -> dict[str, nn.Module]:
     """``{module name: module}`` of ``model``'s BN layers (module docstring), in model order, or of
     those named in ``names`` (the metric's ``layers`` option); ``metric`` names the metric in errors."""
-    state = model.state_dict()
-    found = {name: module for name, module in model.named_modules()
-             if f"{name}.running_mean" in state and f"{name}.running_var" in state}
+    modules = dict(model.named_modules())
+    found = {name: modules[name] for name in statistics_layer_names(model.state_dict())}
     if not found:
         kinds = sorted({type(m).__name__ for m in model.modules() if m is not model and not list(m.children())})
         raise ConfigError(f"metrics: {metric} needs BN layers with running statistics (norm=bn, fixbn, fedbn, fbn, "

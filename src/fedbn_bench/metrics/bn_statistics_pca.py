@@ -32,16 +32,11 @@ import torch.nn.functional as F
 
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.metrics.base import METRICS, EvalContext, Metric
+from fedbn_bench.metrics.bn_layers import statistics_layer_names
 
 BRANCH_PREFIXES = {"clean": "", "adv": "adv_"}
 """Branch name -> prefix of its ``running_mean`` / ``running_var`` buffers (``norms/dual_bn.py``)."""
 COMPONENTS = 2
-
-
-def bn_layers(state: Mapping[str, torch.Tensor]) -> list[str]:
-    """The modules of ``state`` holding a ``running_mean`` and a ``running_var``, in state order."""
-    names = [key.removesuffix(".running_mean") for key in state if key.endswith(".running_mean")]
-    return [name for name in names if f"{name}.running_var" in state]
 
 
 def layer_branches(state: Mapping[str, torch.Tensor], layer: str) -> dict[str, tuple[str, str]]:
@@ -52,7 +47,7 @@ def layer_branches(state: Mapping[str, torch.Tensor], layer: str) -> dict[str, t
     found = {branch: keys for branch, keys in found.items() if all(key in state for key in keys)}
     if "clean" not in found:
         raise ConfigError(f"metrics[].layer='{layer}' (bn_statistics_pca) is not a BN layer of the model; "
-                          f"allowed: {', '.join(bn_layers(state)) or 'none (the model has no BN layer)'}")
+                          f"allowed: {', '.join(statistics_layer_names(state)) or 'none (the model has no BN layer)'}")
     return {"bn": found["clean"]} if len(found) == 1 else found
 
 
