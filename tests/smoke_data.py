@@ -36,7 +36,7 @@ PROBES: dict[str, str] = {
     "domainnet": "DomainNet/clipart_test.pkl",
     "abide": "ABIDE/NYU.npz",
 }
-NO_FILES = {"sklearn_digits", "toy_gaussian"}
+NO_FILES = {"sklearn_digits", "toy_gaussian", "fedbn_gaussians"}
 
 
 def per_client(cfg) -> int:

@@ -42,6 +42,7 @@ from . import digits5 as _digits5  # noqa: F401,E402
 from . import office_caltech10 as _office_caltech10  # noqa: F401,E402
 from . import domainnet as _domainnet  # noqa: F401,E402
 from . import abide as _abide  # noqa: F401,E402
+from . import fedbn_gaussians as _fedbn_gaussians  # noqa: F401,E402
 from . import imagenet as _imagenet  # noqa: F401,E402
 
 __all__ = [

@@ -11,12 +11,18 @@ two-layer ReLU network with BN). For each hidden size::
 so the number of norm layers equals ``len(hidden_sizes)``. Inputs of any shape are flattened, so
 ``input_shape`` (2,), (64,) or (1, 8, 8) all work; an empty ``hidden_sizes`` gives a linear model
 whose features are the flattened input.
+
+``init_std`` (default ``None``: torch's init) draws the weight and the bias of every linear layer
+(each neuron's in-connection weights and bias) from ``N(0, init_std²)``: FedBN App. F initializes
+``W_k ~ N(0, α² I)``, ``b_k ~ N(0, α²)`` with ``α = 10``. The paper names the neurons ``k`` without
+saying which layer; we apply it to the output neurons too. The norm layers keep their own init.
 """
 from __future__ import annotations
 
 import math
 import operator
 from collections.abc import Sequence
+from typing import Optional
 
 from torch import Tensor, nn
 
@@ -26,7 +32,7 @@ from fedbn_bench.models.registry import NormFactory, as_shape, register_model
 
 @register_model("mlp")
 class MLP(FeatureClassifier):
-    """Fully connected ReLU network; option ``hidden_sizes`` (default (64, 64))."""
+    """Fully connected ReLU network; options ``hidden_sizes`` (default (64, 64)) and ``init_std``."""
 
     def __init__(
         self,
@@ -35,6 +41,7 @@ class MLP(FeatureClassifier):
         num_classes: int,
         *,
         hidden_sizes: Sequence[int] = (64, 64),
+        init_std: Optional[float] = None,
     ) -> None:
         super().__init__()
         shape = as_shape(input_shape)
@@ -54,6 +61,13 @@ class MLP(FeatureClassifier):
         self.features = nn.Sequential(*layers)
         self.head = nn.Linear(width, num_classes)
         self.input_shape, self.num_classes, self.feature_dim = shape, num_classes, width
+        if init_std is not None:
+            if not init_std > 0:
+                raise ValueError(f"mlp option 'init_std' must be > 0 or null, got {init_std!r}")
+            for module in self.modules():
+                if isinstance(module, nn.Linear):
+                    nn.init.normal_(module.weight, std=init_std)
+                    nn.init.normal_(module.bias, std=init_std)
 
     def forward_features(self, x: Tensor) -> Tensor:
         return self.features(x)

@@ -25,6 +25,8 @@ LOCAL_EPOCHS = (1, 4, 8, 16)
 EB = {f"b{b}_e{e}": f"B={'∞' if b == 'inf' else b} E={e}" for b in (10, 50, "inf") for e in (1, 4, 16)}
 CLIENTS = {f"n{n}": f"n = {n} ({5 * n} clients)" for n in range(1, 11)}
 METHOD_NAMES = {"singleset": "SingleSet", "fedavg": "FedAvg", "fedprox": "FedProx", "fedbn": "FedBN"}
+COS_TOY = "results/fedbn/cos_toy/runs"
+"""The cosine toy's record (Figs. 1 and 2; ``python scripts/toys.py fedbn_cos``, ``toy/records.py``)."""
 
 
 def final_accuracy(domains) -> dict[str, str]:
@@ -75,6 +77,14 @@ FIGURES: list[Figure] = [
              paper="fedbn/table14_paper.csv", paper_where={"approach": method}, rows="dataset.options.percent",
              metric=final_accuracy(DIGITS))
       for method in ("singleset", "fedavg", "fedbn")),
+    Figure("fedbn/fig1", "fedbn_cos_loss", runs=COS_TOY, options={"toy": "fedbn_cos"},
+           title="FedBN Fig. 1: each client's training loss over w, without and with local BN (cosine toy)"),
+    Figure("fedbn/fig2", "fedbn_cos_surface", runs=COS_TOY, options={"toy": "fedbn_cos"},
+           title="FedBN Fig. 2: client 1's loss over (w, γ); averaging both clients' (w*, γ*) (cosine toy)"),
+    Figure("fedbn/fig9", "curve", title="FedBN Fig. 9: training loss per step, FedBN vs FedAvg (App. F, 2 clients)",
+           rows=METHOD, metric="train_loss",
+           options={"scale": 1.0, "expect": ["fedavg", "fedbn"], "labels": METHOD_NAMES, "ylabel": "training loss",
+                    "digits": 3}),
 ]
 
 DRAWN_BY = {
@@ -84,16 +94,8 @@ DRAWN_BY = {
 """Paper figures whose numbers another declaration draws (same runs, same numbers)."""
 
 NOT_COVERED = {
-    "fedbn/fig1": "toy (§1): y = cos(w_true·x) + ε, model cos(w·x), 'BN' = scaling x by the client's empirical std; "
-                  "no such toy in src/fedbn_bench/toy/ or scripts/ (toy/normalization.py is FBN's 2-D Gaussian "
-                  "normalization study) and w_true, the input variances and the noise are not given (M-TOY-FEDBN)",
-    "fedbn/fig2": "toy (§1): error surface over w ∈ [0.001, 12], γ ∈ [0.001, 4] of Fig. 1's toy; not implemented "
-                  "(M-TOY-FEDBN, as fedbn/fig1)",
     "fedbn/fig6": "data visualisation (App. D.1: example images and pixel histograms per domain), not a training "
                   "run; no visualisation script (M-VIS)",
-    "fedbn/fig9": "synthetic two-client experiment (App. F): 10-dim N(±1, Σ_k) with a correlated Σ₂ whose values are "
-                  "not given, two-layer net with 100 hidden units, lr 1e-5, 600 steps, init N(0, α²) with α = 10; "
-                  "no such data generator (toy_gaussian is FBN's 2-D ten-class circle) nor α-init option (M-SYN-FEDBN)",
     "fedbn/table15": "unequal client sizes at 10 % (App. E.6: SVHN 7,943, USPS 743, SynthDigits 39,116, MNIST-M and "
                      "MNIST 5,600): digits5 reads FedBN's archive of 10 parts of ~743 per domain, so no domain can "
                      "exceed 7,430 (truncate: false still gives ~743 at 10 %); the untruncated datasets are not "

@@ -84,6 +84,8 @@ FIGURES: list[Figure] = [
     *per_norm("table8", "HBN Table 8 (CIFAR-10, φ = 0.6, B = 4)"),
     *per_norm("table9", "HBN Table 9 (CIFAR-100, φ = 0.6, B = 4)"),
     *per_norm("table10", "HBN Table 10 (Tiny-ImageNet, ResNet-18, φ = 0.1, B = 64)"),
+    Figure("hbn/fig2", "hbn_clusters", runs="results/hbn/fig2/runs", options={"toy": "hbn_clusters"},
+           title="HBN Fig. 2: two clients' clusters normalised by local, global and hybrid (HBN) statistics"),
     Figure("hbn/fig3", "partition_heatmap", rows="alpha",
            title="HBN Fig. 3: label distribution of 100 CIFAR-10 clients (Dirichlet φ = 0.6, 0.1)",
            options={"expect": ["0.6", "0.1"], "labels": {"0.6": "φ = 0.6", "0.1": "φ = 0.1"}}),
