@@ -661,3 +661,11 @@ def test_crop_padding_option_reaches_the_engines_batches(digits):
     assert bool((xb == black).any())  # padding is visible, and it is black
     with pytest.raises(DatasetError, match=r"crop_padding must be an integer >= 0 \(dataset.options.crop_padding\)"):
         load_dataset("sklearn_digits", crop_padding=-1)
+
+
+@pytest.mark.parametrize("name, option", [("toy_gaussian", "samples_per_class"), ("toy_gaussian", "num_classes"),
+                                          ("fedbn_gaussians", "dim"), ("fedbn_gaussians", "test_samples_per_class")])
+@pytest.mark.parametrize("bad", [0, -3, 2.5])
+def test_synthetic_sizes_must_be_positive_integers(name, option, bad):
+    with pytest.raises(DatasetError, match=f"{name}: {option} must be a positive integer, got {bad}"):
+        load_dataset(name, **{option: bad})

@@ -20,6 +20,13 @@ class DatasetError(UserError):
     """Raised when a dataset cannot be loaded; the message says what to do about it."""
 
 
+def require_positive_integers(dataset: str, **options: object) -> None:
+    """One ``DatasetError`` naming the first of ``options`` that is not a positive integer."""
+    for name, value in options.items():
+        if int(value) != value or int(value) < 1:
+            raise DatasetError(f"{dataset}: {name} must be a positive integer, got {value!r}")
+
+
 @dataclass
 class Split:
     """One part (train or test) of a dataset.

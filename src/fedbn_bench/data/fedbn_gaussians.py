@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import DatasetBundle, DatasetError, Split
+from .base import DatasetBundle, DatasetError, Split, require_positive_integers
 from .registry import make_generator, register_dataset
 
 DOMAINS = ("diagonal", "full")
@@ -56,10 +56,8 @@ def load_fedbn_gaussians(
 ) -> DatasetBundle:
     """Both domains' samples (``samples_per_class`` per class and domain), float32 ``(N, dim)``."""
     del root, download
-    for opt, val in (("dim", dim), ("samples_per_class", samples_per_class),
-                     ("test_samples_per_class", test_samples_per_class)):
-        if int(val) != val or int(val) < 1:
-            raise DatasetError(f"fedbn_gaussians: {opt} must be a positive integer, got {val!r}")
+    require_positive_integers("fedbn_gaussians", dim=dim, samples_per_class=samples_per_class,
+                              test_samples_per_class=test_samples_per_class)
     if not -1.0 < float(rho) < 1.0:
         raise DatasetError(f"fedbn_gaussians: rho must be in (-1, 1) (Σ₂ = ρ^|i-j| positive definite), got {rho!r}")
     covs = covariances(int(dim), float(rho))

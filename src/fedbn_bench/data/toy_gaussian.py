@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from .base import DatasetBundle, DatasetError, Split
+from .base import DatasetBundle, DatasetError, Split, require_positive_integers
 from .registry import make_generator, register_dataset
 
 
@@ -46,9 +46,8 @@ def load_toy_gaussian(
 ) -> DatasetBundle:
     """Sample the toy data; train and test use independent streams of ``seed``."""
     del root, download
-    for opt, val in (("samples_per_class", samples_per_class), ("test_samples_per_class", test_samples_per_class), ("num_classes", num_classes)):
-        if int(val) != val or int(val) < 1:
-            raise DatasetError(f"toy_gaussian: {opt} must be a positive integer, got {val!r}")
+    require_positive_integers("toy_gaussian", samples_per_class=samples_per_class,
+                              test_samples_per_class=test_samples_per_class, num_classes=num_classes)
     if float(std) < 0:
         raise DatasetError(f"toy_gaussian: std must be >= 0, got {std!r}")
     means = class_means(int(num_classes), float(radius))
