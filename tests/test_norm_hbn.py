@@ -17,6 +17,7 @@ from fedbn_bench import runner
 from fedbn_bench.core.aggregation import Aggregator
 from fedbn_bench.core.transforms import RoundInfo
 from fedbn_bench.core.updates import Statistics
+from fedbn_bench.engine.sampling import STATISTICS_STREAM, generator
 from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.engine.statistics_pass import statistics_pass
 from fedbn_bench.errors import ConfigError
@@ -76,6 +77,7 @@ def engine_statistics(model, norm, xs: list[torch.Tensor]) -> list[Statistics]:
     stats = []
     for x in xs:
         model.load_state_dict(state)
+        x = norm.statistics_inputs(x, torch.Generator().manual_seed(0))
         stats.append(norm.pass_statistics(model, x, list(norm.norm_modules(model))))
     return stats
 
@@ -370,6 +372,39 @@ def test_hybrid_factor_stays_on_each_client_and_is_never_communicated(monkeypatc
 
 
 # -- Paper-vs-code and Table 6 options ---------------------------------------------------------
+def test_statistics_samples_are_drawn_at_random_per_round_and_client_or_taken_first():
+    """§5: Eq. 7 on "128 randomly sampled images" per client (``stats_samples``); the authors'
+    code takes the first ones (``stats_draw: first``); all data when there are no more."""
+    x = torch.arange(40.0).view(40, 1)
+    drawn = hbn("norm.stats_samples=16").statistics_inputs(x, torch.Generator().manual_seed(3))
+    expected = torch.randperm(40, generator=torch.Generator().manual_seed(3))[:16]
+    assert torch.equal(drawn, x[expected]) and len(set(drawn.flatten().tolist())) == 16
+    assert not torch.equal(drawn, x[:16])
+    other = hbn("norm.stats_samples=16").statistics_inputs(x, torch.Generator().manual_seed(4))
+    assert not torch.equal(drawn, other)
+    first = hbn("norm.stats_samples=16", "norm.stats_draw=first")
+    assert torch.equal(first.statistics_inputs(x, torch.Generator().manual_seed(3)), x[:16])
+    assert hbn("norm.variant=code").settings.stats_draw == "first"
+    for options in ([], ["norm.stats_samples=40"], ["norm.stats_samples=64"]):
+        assert hbn(*options).statistics_inputs(x, torch.Generator()) is x
+
+
+def test_engine_pass_reads_each_clients_draw_of_its_round():
+    """The engine's pass (λ = 1, one client) gives the union statistics of exactly the samples
+    drawn with ``(seed, round, client, STATISTICS_STREAM)``."""
+    norm = hbn("norm.lam=1", "norm.stats_samples=12")
+    model = hbn_model(norm)
+    x = client_data((30,))[0]
+    state = clone_state(model.state_dict())
+    new = statistics_pass(norm, model, lambda i: model.load_state_dict(state), [x], RoundInfo(5, 9, [2]),
+                          torch.ones(1), Aggregator(), state)
+    pick = torch.randperm(30, generator=generator(9, 5, 2, STATISTICS_STREAM))[:12]
+    model.load_state_dict(new, strict=False)
+    seen = union_statistics(model, norm, x[pick])
+    for key in seen:
+        torch.testing.assert_close(new[key], seen[key], rtol=1e-9, atol=1e-11, msg=key)
+
+
 def test_code_variant_settings_and_overrides():
     assert hbn().settings == VARIANT_SETTINGS["paper"]
     assert hbn("norm.variant=code").settings == VARIANT_SETTINGS["code"]
@@ -472,7 +507,7 @@ def test_moving_average_ablation_uploads_running_statistics_after_training():
 
 @pytest.mark.parametrize(
     "option", ["mixing=batch_only", "mixing=global_only", "mixing=fixed", "stats_source=moving_average",
-               "aggregation=weighted_average", "stats_forward=hybrid", "stats_samples=64", "stats_forward=global",
+               "aggregation=weighted_average", "stats_forward=hybrid", "stats_samples=64", "stats_samples=8", "stats_forward=global",
                "variant=code", "count=images"],
 )
 def test_every_option_runs_end_to_end(tmp_path, option):
@@ -488,7 +523,8 @@ def test_every_option_runs_end_to_end(tmp_path, option):
      ("stats_forward=train", "norm.stats_forward"), ("stats_samples=-1", "norm.stats_samples"),
      ("stats_batch_size=0", "norm.stats_batch_size"), ("ma_momentum=0", "norm.ma_momentum"),
      ("variant=authors", "norm.variant"), ("stats_record=mixed", "norm.stats_record"), ("count=pixels", "norm.count"),
-     ("factor_start=one", "norm.factor_start")],
+     ("factor_start=one", "norm.factor_start"),
+     ("stats_draw=last", "norm.stats_draw")],
 )
 def test_invalid_options_name_the_key(option, key):
     with pytest.raises(ConfigError, match=key):

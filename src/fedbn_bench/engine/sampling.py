@@ -17,6 +17,8 @@ AUGMENT_STREAM = 1
 """Extra key of a client's augmentation generator: ``(seed, round, client, AUGMENT_STREAM)``."""
 DROPOUT_STREAM = 2
 """Extra key of the global torch seed set before a client's (or a vmapped round's) training."""
+STATISTICS_STREAM = 3
+"""Extra key of the samples a client's pre-training statistics pass reads (HBN §5)."""
 
 
 def derive_seed(*keys: int) -> int:

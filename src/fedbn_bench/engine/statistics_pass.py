@@ -18,6 +18,7 @@ from torch import nn
 from fedbn_bench.core.aggregation import Aggregator
 from fedbn_bench.core.transforms import RoundInfo, UpdateTransform
 from fedbn_bench.core.updates import ClientUpdate, State
+from fedbn_bench.engine.sampling import STATISTICS_STREAM, generator
 from fedbn_bench.norms.base import NormMethod
 
 
@@ -26,9 +27,11 @@ def statistics_pass(norm: NormMethod, model: nn.Module, load_client: Callable[[i
                     aggregator: Aggregator, global_state: State,
                     transforms: Sequence[UpdateTransform] = ()) -> State:
     """The new statistics entries of the global state after the pass over ``info.clients``
-    (``inputs[i]``: client ``i``'s data; ``load_client(i)`` loads what it received); nothing
-    else changes."""
+    (``inputs[i]``: client ``i``'s data, of which it reads ``norm.statistics_inputs``, drawn once
+    per round and client; ``load_client(i)`` loads what it received); nothing else changes."""
     new: State = {}
+    inputs = [norm.statistics_inputs(x, generator(info.seed, info.round_idx, client, STATISTICS_STREAM))
+              for client, x in zip(info.clients, inputs)]
     stages = norm.statistics_stages(model, inputs[0]) if inputs else []
     for layers in stages:
         updates = []

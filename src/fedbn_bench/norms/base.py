@@ -113,6 +113,11 @@ class NormMethod:
         every client and aggregated before the next one runs (``x``: a sample input)."""
         return [list(self.norm_modules(model))]
 
+    def statistics_inputs(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """The part of a client's data ``x`` its pre-training pass reads (``generator``: this
+        round's and client's draw); all of it by default."""
+        return x
+
     def pass_statistics(self, model: nn.Module, x: torch.Tensor, layers: list[str]) -> Statistics:
         """The statistics of ``layers`` on a client's data ``x`` under the loaded state."""
         return {}

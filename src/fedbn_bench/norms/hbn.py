@@ -38,6 +38,8 @@ key                paper (default)     code
                                        global statistics with the client's factor
 ``stats_record``   raw input moments   mixed: the layer's Eq. 9 moments ``(1-w) mu_b + w mu_g``
 ``stats_samples``  0 (all local data)  64 (one batch of the client's first 64 samples)
+``stats_draw``     random (§5), drawn  first: the client's first ``stats_samples`` samples
+                   per round, client
 ``count``          values              images (Eq. 8's N counts samples)
 ``factor_start``   zero (α = 0)        server_average: α is also averaged by the server, and a
                                        client takes that average until its first participation
@@ -73,6 +75,7 @@ AGGREGATIONS = ("unbiased", "weighted_average")
 MIXINGS = ("learned", "global_only", "batch_only", "fixed")
 COUNTS = ("values", "images")
 FACTOR_STARTS = ("zero", "server_average")
+STATS_DRAWS = ("random", "first")
 FIXED_GLOBAL_WEIGHT = {"global_only": 1.0, "batch_only": 0.0, "fixed": 0.5}
 
 
@@ -84,15 +87,16 @@ class HBNSettings:
     stats_forward: str
     stats_record: str
     stats_samples: int
+    stats_draw: str
     count: str
     factor_start: str
 
 
 VARIANT_SETTINGS = {
     "paper": HBNSettings(lam=0.01, stats_forward="sequential", stats_record="raw", stats_samples=0,
-                         count="values", factor_start="zero"),
+                         stats_draw="random", count="values", factor_start="zero"),
     "code": HBNSettings(lam=0.002, stats_forward="hybrid", stats_record="mixed", stats_samples=64,
-                        count="images", factor_start="server_average"),
+                        stats_draw="first", count="images", factor_start="server_average"),
 }
 
 
@@ -108,6 +112,7 @@ class HBNConfig(NormConfig):
     stats_forward: Optional[str] = None
     stats_record: Optional[str] = None
     stats_samples: Optional[int] = None
+    stats_draw: Optional[str] = None
     stats_batch_size: int = 1024
     count: Optional[str] = None
     factor_start: Optional[str] = None
@@ -335,6 +340,7 @@ def validate_hbn(cfg: HBNConfig, settings: HBNSettings) -> None:
     _choice("aggregation", cfg.aggregation, AGGREGATIONS)
     _choice("stats_forward", settings.stats_forward, STATS_FORWARD)
     _choice("stats_record", settings.stats_record, STATS_RECORD)
+    _choice("stats_draw", settings.stats_draw, STATS_DRAWS)
     _choice("count", settings.count, COUNTS)
     _choice("factor_start", settings.factor_start, FACTOR_STARTS)
     checks = [
@@ -400,12 +406,20 @@ class HybridBN(NormMethod):
         return [[name] for name in dict.fromkeys(order)]
 
     @torch.no_grad()
+    def statistics_inputs(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Eq. 7's samples: all of ``x``, or ``stats_samples`` of them (§5: "128 randomly sampled
+        images"; ``stats_draw: first`` takes the first ones, as the authors' code)."""
+        n = self.settings.stats_samples
+        if not n or n >= len(x):
+            return x
+        if self.settings.stats_draw == "first":
+            return x[:n]
+        return x[torch.randperm(len(x), generator=generator)[:n].to(x.device)]
+
     def pass_statistics(self, model: nn.Module, x: torch.Tensor, layers: list[str]) -> Statistics:
         """Eq. 7 for ``layers``: the moments of their inputs on ``x`` under the loaded weights and
         statistics; the forward stops after the last of them."""
         st = self.settings
-        if st.stats_samples:
-            x = x[: st.stats_samples]
         chunk = len(x) if st.stats_forward == "hybrid" else self.cfg.stats_batch_size
         modules = self.norm_modules(model)
         rule = "hybrid" if st.stats_forward == "hybrid" else "global"

@@ -82,7 +82,7 @@ FIGURES: list[Figure] = [
     *by_value("fig6", "fig6", "algo.local_epochs", {n: f"FedAvg + {NORM_LABELS[n]}" for n in ("bn", "gn", "hbn")},
               "HBN Fig. 6: local epochs E, CIFAR-100, φ = 0.6, B = 32"),
     Figure("hbn/sec5", "paper_table", rows="cfg:norm.stats_samples", metric={"acc": BEST},
-           title="HBN §5: local statistics from all data (0) vs 128 samples per client, CIFAR-10, φ = 0.6 "
+           title="HBN §5: local statistics from all data (0) vs 128 random samples per client, CIFAR-10, φ = 0.6 "
                  "(paper: 0.13 points lower with 128; best test accuracy over rounds)"),
     *per_norm("table8", "HBN Table 8 (CIFAR-10, φ = 0.6, B = 4)"),
     *per_norm("table9", "HBN Table 9 (CIFAR-100, φ = 0.6, B = 4)"),
