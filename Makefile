@@ -19,10 +19,10 @@ run: $(STAMP)
 	$(PY) run.py $(ARGS)
 
 test: $(STAMP)
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n auto --dist worksteal $(ARGS)
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -m slow $(ARGS)
+	$(PY) -m pytest -n auto --dist worksteal -m slow $(ARGS)
 
 clean:
 	rm -rf outputs multirun wandb .pytest_cache

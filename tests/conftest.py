@@ -1,7 +1,27 @@
 """Shared fixtures: Hydra composition of the project's config without the command line."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Optional
+
+
+def pin_xdist_worker() -> Optional[int]:
+    """Under pytest-xdist (``make test`` runs ``-n auto``), confine worker ``gw<i>`` to its own share
+    of the cores before torch starts any thread; the runs a test starts inherit it (their
+    ``engine.threads=auto`` sees the share), so the workers never oversubscribe the machine.
+    Returns the share's size; ``None`` outside xdist (nothing changed)."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not cores or not worker.startswith("gw") or count < 2:
+        return None
+    index = int(worker[2:])
+    share = cores[index % len(cores)::count] or [cores[index % len(cores)]]
+    os.sched_setaffinity(0, share)
+    return len(share)
+
+
+WORKER_CORES = pin_xdist_worker()
 
 import pytest
 import torch
@@ -19,6 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 
 register_schemas()
+if WORKER_CORES:
+    torch.set_num_threads(WORKER_CORES)
 
 
 def compose_config(overrides: list[str] | None = None):
