@@ -13,10 +13,13 @@ import math
 from pathlib import Path
 from typing import Callable, Optional
 
+import torch
+
 import fixtures_data as fx
 from fedbn_bench.data.digits5 import DOMAINS as DIGIT_DOMAINS
 from fedbn_bench.data.domainnet import DOMAINNET
 from fedbn_bench.data.office_caltech10 import OFFICE
+from fedbn_bench.models.pretrained import TORCHVISION_ARCH, weights_path
 
 FACTOR = 3
 CAP = 4000
@@ -50,9 +53,38 @@ def clients_per_domain(cfg, domains: int) -> int:
     return int(per) if per else math.ceil(int(cfg.num_clients) / domains)
 
 
-def _train_size(cfg, num_classes: int, cap: int = CAP) -> int:
+TRAIN_CAPS = {"cifar100": 2 * CAP, "tinyimagenet": 2000, "imagenet": 1000}
+"""Training-set caps of the pooled image sets other than ``CAP`` (bigger images, more classes)."""
+SITE_CAP = 60
+"""Training images per class and site of the Office-Caltech10 / DomainNet fixtures."""
+
+
+def _train_size(cfg, num_classes: int) -> int:
     n = max(20 * num_classes, int(cfg.num_clients) * per_client(cfg))
-    return min(math.ceil(n / num_classes) * num_classes, cap)
+    return min(math.ceil(n / num_classes) * num_classes, TRAIN_CAPS.get(cfg.dataset.name, CAP))
+
+
+def fixture_overrides(cfg) -> list[str]:
+    """What a smoke run on capped fixture data adds so that its clients still hold full batches:
+    fewer clients splitting a pooled set (HBN's 500 Tiny-ImageNet clients would get 4 images each),
+    or all of a site's data for Office-Caltech10 / DomainNet (FedBN's 10 % of DomainNet)."""
+    name = cfg.dataset.name
+    if name in ("office_caltech10", "domainnet"):
+        return ["dataset.options.percent=1.0"] if _site_need(cfg) > SITE_CAP else []
+    if name in NO_FILES or name not in POOLED or cfg.partition.name == "domains":
+        return []
+    clients = max(1, _train_size(cfg, POOLED[name]) // per_client(cfg))
+    if clients >= int(cfg.num_clients):
+        return []
+    return [f"num_clients={clients}", f"clients_per_round={min(int(cfg.clients_per_round), clients)}"]
+
+
+def _site_need(cfg) -> int:
+    """Training images per class and site that a site's clients need (FedBN keeps ``percent``)."""
+    options = cfg.dataset.options
+    sites = list(options.get("domains", SITES[cfg.dataset.name].sites))
+    need = clients_per_domain(cfg, len(sites)) * per_client(cfg) / float(options.get("percent", 0.5))
+    return math.ceil(need / 3)
 
 
 def _digits5(root: Path, cfg) -> None:
@@ -69,10 +101,7 @@ def _digits5(root: Path, cfg) -> None:
 
 def _sites(site_data, writer: Callable) -> Callable:
     def write(root: Path, cfg) -> None:
-        options = cfg.dataset.options
-        sites = list(options.get("domains", site_data.sites))
-        need = clients_per_domain(cfg, len(sites)) * per_client(cfg) / float(options.get("percent", 0.5))
-        per_class = min(math.ceil(need / 3), 60)
+        per_class = min(_site_need(cfg), SITE_CAP)
         if writer is fx.write_office:
             writer(root, train_per_class={s: per_class for s in site_data.sites}, test_per_class=2)
         else:
@@ -88,21 +117,27 @@ def _abide(root: Path, cfg) -> None:
 
 WRITERS: dict[str, Callable] = {
     "cifar10": lambda root, cfg: fx.write_cifar(root, 10, _train_size(cfg, 10), 100),
-    "cifar100": lambda root, cfg: fx.write_cifar(root, 100, _train_size(cfg, 100, 2 * CAP), 200),
+    "cifar100": lambda root, cfg: fx.write_cifar(root, 100, _train_size(cfg, 100), 200),
     "mnist": lambda root, cfg: fx.write_mnist(root, "MNIST", _train_size(cfg, 10), 100),
     "fashion_mnist": lambda root, cfg: fx.write_mnist(root, "FashionMNIST", _train_size(cfg, 10), 100),
     "svhn": lambda root, cfg: fx.write_svhn(root, _train_size(cfg, 10), 100),
     "usps": lambda root, cfg: fx.write_usps(root, _train_size(cfg, 10), 100),
     "tinyimagenet": lambda root, cfg: fx.write_tinyimagenet(
-        root, wnids=tuple(f"n{i:02d}" for i in range(10)), per_class=_train_size(cfg, 10, 2000) // 10, val_per_class=5),
+        root, wnids=tuple(f"n{i:02d}" for i in range(10)), per_class=_train_size(cfg, 10) // 10, val_per_class=5),
     "imagenet": lambda root, cfg: fx.write_imagefolder(
-        root, classes=tuple(f"n{i:02d}" for i in range(10)), train_per_class=_train_size(cfg, 10, 1000) // 10,
+        root, classes=tuple(f"n{i:02d}" for i in range(10)), train_per_class=_train_size(cfg, 10) // 10,
         val_per_class=3),
     "digits5": _digits5,
     "office_caltech10": _sites(OFFICE, fx.write_office),
     "domainnet": _sites(DOMAINNET, fx.write_domainnet),
     "abide": _abide,
 }
+
+
+POOLED = {"cifar10": 10, "cifar100": 100, "mnist": 10, "fashion_mnist": 10, "svhn": 10, "usps": 10,
+          "tinyimagenet": 10, "imagenet": 10}
+"""Pooled image sets (split among clients by the partition) and their fixtures' class counts."""
+SITES = {"office_caltech10": OFFICE, "domainnet": DOMAINNET}
 
 
 def has_files(cfg, repo: Path) -> bool:
@@ -123,3 +158,19 @@ def fixture_root(cfg, tmp: Path, repo: Path) -> Optional[Path]:
     root = Path(tmp) / "data"
     WRITERS[cfg.dataset.name](root, cfg)
     return root
+
+
+def fixture_torch_home(cfg, tmp: Path) -> Optional[Path]:
+    """``None`` unless the config asks for ImageNet weights that the torch hub cache lacks; else a
+    ``TORCH_HOME`` under ``tmp`` holding the torchvision network's freshly initialized weights under
+    the cached file's name (the loading path runs; the values are not ImageNet's)."""
+    if not cfg.model.get("options", {}).get("pretrained", False) or weights_path(cfg.model.name).is_file():
+        return None
+    import torchvision
+
+    home = Path(tmp) / "torch_home"
+    target = home / "hub" / "checkpoints" / weights_path(cfg.model.name).name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(torchvision.models.get_model(TORCHVISION_ARCH[cfg.model.name]).state_dict(), target)
+    return home
+

@@ -15,7 +15,9 @@ import yaml
 from omegaconf import OmegaConf
 
 from conftest import CONF, compose_config
+from fedbn_bench.algorithms import build_algorithm
 from fedbn_bench.config.validate import validate_config
+from fedbn_bench.norms import build_norm
 
 GROUPS = ["dataset", "partition", "model", "norm", "algo", "aggregator", "adversarial", "engine", "logger", "debug", "scale"]
 EXPERIMENTS = sorted(
@@ -25,6 +27,13 @@ EXPERIMENTS = sorted(
 
 def group_options() -> list[tuple[str, str]]:
     return [(group, p.stem) for group in GROUPS for p in sorted((CONF / group).glob("*.yaml"))]
+
+
+def sweep_constants(experiment: str) -> tuple[str, ...]:
+    """The sweep's single-valued parameters (``key=value``): every run of the sweep gets them."""
+    hydra = OmegaConf.load(CONF / "experiment" / f"{experiment}.yaml").get("hydra", {})
+    params = hydra.get("sweeper", {}).get("params", {})
+    return tuple(f"{key}={value}" for key, value in params.items() if "," not in str(value))
 
 
 def sweep_overrides() -> list[tuple[str, str]]:
@@ -56,8 +65,8 @@ def test_every_experiment_composes_and_validates(experiment):
 
 
 @functools.lru_cache(maxsize=None)
-def composed_experiment(experiment: str):
-    return compose_config([f"experiment={experiment}"])
+def composed_experiment(experiment: str, constants: tuple[str, ...] = ()):
+    return compose_config([f"experiment={experiment}", *constants])
 
 
 def selects_a_group(key: str) -> bool:
@@ -66,13 +75,17 @@ def selects_a_group(key: str) -> bool:
 
 @pytest.mark.parametrize("experiment, override", sweep_overrides())
 def test_every_sweep_value_composes_and_validates(experiment, override):
+    """Each value with the sweep's constants, as a run of the sweep gets it."""
     key, value = override.split("=", 1)
     if selects_a_group(key):
-        cfg = compose_config([f"experiment={experiment}", override])
+        others = [c for c in sweep_constants(experiment) if c != override]
+        cfg = compose_config([f"experiment={experiment}", override, *others])
     else:
-        cfg = copy.deepcopy(composed_experiment(experiment))
+        cfg = copy.deepcopy(composed_experiment(experiment, sweep_constants(experiment)))
         OmegaConf.update(cfg, key, yaml.safe_load(value), merge=False)
     validate_config(cfg)
+    build_norm(cfg.norm)  # the checks their constructors make before any training
+    build_algorithm(cfg.algo)
 
 
 def test_a_plain_sweep_value_is_checked_like_a_composed_one():

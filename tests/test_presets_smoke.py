@@ -10,6 +10,7 @@ New presets are picked up by the glob. The default run keeps the presets in ``FA
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,7 @@ from fedbn_bench.figures.base import row_key
 from fedbn_bench.figures.catalog import CATALOG
 from fedbn_bench.figures.cli import draw
 from fedbn_bench.records.reader import read_runs
-from smoke_data import fixture_root
+from smoke_data import fixture_overrides, fixture_root, fixture_torch_home, has_files
 
 ROOT = CONF.parent
 SMOKE = OmegaConf.load(CONF / "scale" / "smoke.yaml")
@@ -91,15 +92,24 @@ def scaled(preset: str) -> tuple[tuple[str, ...], object]:
     return tuple(overrides), cfg
 
 
+def smoke_env(preset: str, tmp: Path) -> dict[str, str]:
+    """The smoke run's environment: a fixture ``TORCH_HOME`` where the preset wants ImageNet weights
+    that are not cached here."""
+    home = fixture_torch_home(scaled(preset)[1], tmp)
+    return {**os.environ, **({"TORCH_HOME": str(home)} if home else {})}
+
+
 def smoke_overrides(preset: str, tmp: Path) -> list[str]:
     """The command-line overrides of the preset's smoke run (``run.py -m`` arguments after the preset)."""
     overrides, cfg = scaled(preset)
     overrides = list(overrides)
-    root = fixture_root(cfg, tmp, ROOT)
-    if root is not None:
-        # fixture data is a few thousand samples: a skewed split (Dirichlet 0.1) can leave a client
-        # without a full batch, which the preset refuses on real data only if it happens there too
-        overrides += [f"dataset.root={root}", "small_clients=skip"]
+    if not has_files(cfg, ROOT):
+        # fixture data is a few thousand samples: fewer clients where the preset's would get less
+        # than a batch each, and a skewed split (Dirichlet 0.1) can still leave a client without a
+        # full batch, which the preset refuses on real data only if it happens there too
+        overrides += fixture_overrides(cfg)
+        cfg = compose_config([f"experiment={preset}", *overrides])
+        overrides += [f"dataset.root={fixture_root(cfg, tmp, ROOT)}", "small_clients=skip"]
     if first_values(preset)[1]:
         overrides += ["hydra.sweeper.n_trials=1", "hydra.sweeper.n_jobs=1"]
     return overrides
@@ -151,7 +161,7 @@ def test_preset_smoke_run_and_figures(preset, tmp_path):
     runs_dir, out = tmp_path / "runs", tmp_path / "out"
     cmd = [sys.executable, "run.py", "-m", f"experiment={preset}", *smoke_overrides(preset, tmp_path),
            f"hydra.sweep.dir={runs_dir}"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=smoke_env(preset, tmp_path))
     assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     runs = read_runs(runs_dir)
     assert len(runs) == 1, [r.path for r in runs]
