@@ -396,8 +396,12 @@ def test_engine_pass_reads_each_clients_draw_of_its_round():
     model = hbn_model(norm)
     x = client_data((30,))[0]
     state = clone_state(model.state_dict())
+    grad_modes = []
+    for layer in norm.norm_modules(model).values():
+        layer.register_forward_hook(lambda m, i, o: grad_modes.append(torch.is_grad_enabled()))
     new = statistics_pass(norm, model, lambda i: model.load_state_dict(state), [x], RoundInfo(5, 9, [2]),
                           torch.ones(1), Aggregator(), state)
+    assert grad_modes and not any(grad_modes)  # the pass records no autograd graph
     pick = torch.randperm(30, generator=generator(9, 5, 2, STATISTICS_STREAM))[:12]
     model.load_state_dict(new, strict=False)
     seen = union_statistics(model, norm, x[pick])

@@ -405,7 +405,6 @@ class HybridBN(NormMethod):
                     h.remove()
         return [[name] for name in dict.fromkeys(order)]
 
-    @torch.no_grad()
     def statistics_inputs(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Eq. 7's samples: all of ``x``, or ``stats_samples`` of them (§5: "128 randomly sampled
         images"; ``stats_draw: first`` takes the first ones, as the authors' code)."""
@@ -416,6 +415,7 @@ class HybridBN(NormMethod):
             return x[:n]
         return x[torch.randperm(len(x), generator=generator)[:n].to(x.device)]
 
+    @torch.no_grad()
     def pass_statistics(self, model: nn.Module, x: torch.Tensor, layers: list[str]) -> Statistics:
         """Eq. 7 for ``layers``: the moments of their inputs on ``x`` under the loaded weights and
         statistics; the forward stops after the last of them."""
