@@ -53,13 +53,19 @@ def clients_per_domain(cfg, domains: int) -> int:
     return int(per) if per else math.ceil(int(cfg.num_clients) / domains)
 
 
+POOLED = {"cifar10": 10, "cifar100": 100, "mnist": 10, "fashion_mnist": 10, "svhn": 10, "usps": 10,
+          "tinyimagenet": 10, "imagenet": 10}
+"""Pooled image sets (split among clients by the partition) and their fixtures' class counts."""
+SITES = {"office_caltech10": OFFICE, "domainnet": DOMAINNET}
 TRAIN_CAPS = {"cifar100": 2 * CAP, "tinyimagenet": 2000, "imagenet": 1000}
 """Training-set caps of the pooled image sets other than ``CAP`` (bigger images, more classes)."""
 SITE_CAP = 60
 """Training images per class and site of the Office-Caltech10 / DomainNet fixtures."""
 
 
-def _train_size(cfg, num_classes: int) -> int:
+def _train_size(cfg) -> int:
+    """Training samples of a pooled set's fixture: every client's share, capped."""
+    num_classes = POOLED[cfg.dataset.name]
     n = max(20 * num_classes, int(cfg.num_clients) * per_client(cfg))
     return min(math.ceil(n / num_classes) * num_classes, TRAIN_CAPS.get(cfg.dataset.name, CAP))
 
@@ -71,9 +77,9 @@ def fixture_overrides(cfg) -> list[str]:
     name = cfg.dataset.name
     if name in ("office_caltech10", "domainnet"):
         return ["dataset.options.percent=1.0"] if _site_need(cfg) > SITE_CAP else []
-    if name in NO_FILES or name not in POOLED or cfg.partition.name == "domains":
+    if name not in POOLED or cfg.partition.name == "domains":
         return []
-    clients = max(1, _train_size(cfg, POOLED[name]) // per_client(cfg))
+    clients = max(1, _train_size(cfg) // per_client(cfg))
     if clients >= int(cfg.num_clients):
         return []
     return [f"num_clients={clients}", f"clients_per_round={min(int(cfg.clients_per_round), clients)}"]
@@ -116,28 +122,22 @@ def _abide(root: Path, cfg) -> None:
 
 
 WRITERS: dict[str, Callable] = {
-    "cifar10": lambda root, cfg: fx.write_cifar(root, 10, _train_size(cfg, 10), 100),
-    "cifar100": lambda root, cfg: fx.write_cifar(root, 100, _train_size(cfg, 100), 200),
-    "mnist": lambda root, cfg: fx.write_mnist(root, "MNIST", _train_size(cfg, 10), 100),
-    "fashion_mnist": lambda root, cfg: fx.write_mnist(root, "FashionMNIST", _train_size(cfg, 10), 100),
-    "svhn": lambda root, cfg: fx.write_svhn(root, _train_size(cfg, 10), 100),
-    "usps": lambda root, cfg: fx.write_usps(root, _train_size(cfg, 10), 100),
+    "cifar10": lambda root, cfg: fx.write_cifar(root, 10, _train_size(cfg), 100),
+    "cifar100": lambda root, cfg: fx.write_cifar(root, 100, _train_size(cfg), 200),
+    "mnist": lambda root, cfg: fx.write_mnist(root, "MNIST", _train_size(cfg), 100),
+    "fashion_mnist": lambda root, cfg: fx.write_mnist(root, "FashionMNIST", _train_size(cfg), 100),
+    "svhn": lambda root, cfg: fx.write_svhn(root, _train_size(cfg), 100),
+    "usps": lambda root, cfg: fx.write_usps(root, _train_size(cfg), 100),
     "tinyimagenet": lambda root, cfg: fx.write_tinyimagenet(
-        root, wnids=tuple(f"n{i:02d}" for i in range(10)), per_class=_train_size(cfg, 10) // 10, val_per_class=5),
+        root, wnids=tuple(f"n{i:02d}" for i in range(10)), per_class=_train_size(cfg) // 10, val_per_class=5),
     "imagenet": lambda root, cfg: fx.write_imagefolder(
-        root, classes=tuple(f"n{i:02d}" for i in range(10)), train_per_class=_train_size(cfg, 10) // 10,
+        root, classes=tuple(f"n{i:02d}" for i in range(10)), train_per_class=_train_size(cfg) // 10,
         val_per_class=3),
     "digits5": _digits5,
     "office_caltech10": _sites(OFFICE, fx.write_office),
     "domainnet": _sites(DOMAINNET, fx.write_domainnet),
     "abide": _abide,
 }
-
-
-POOLED = {"cifar10": 10, "cifar100": 100, "mnist": 10, "fashion_mnist": 10, "svhn": 10, "usps": 10,
-          "tinyimagenet": 10, "imagenet": 10}
-"""Pooled image sets (split among clients by the partition) and their fixtures' class counts."""
-SITES = {"office_caltech10": OFFICE, "domainnet": DOMAINNET}
 
 
 def has_files(cfg, repo: Path) -> bool:

@@ -29,21 +29,21 @@ def group_options() -> list[tuple[str, str]]:
     return [(group, p.stem) for group in GROUPS for p in sorted((CONF / group).glob("*.yaml"))]
 
 
+def sweep_params(experiment: str):
+    """The experiment file's own ``hydra.sweeper.params`` (empty without a sweep)."""
+    hydra = OmegaConf.load(CONF / "experiment" / f"{experiment}.yaml").get("hydra", {})
+    return hydra.get("sweeper", {}).get("params", {})
+
+
 def sweep_constants(experiment: str) -> tuple[str, ...]:
     """The sweep's single-valued parameters (``key=value``): every run of the sweep gets them."""
-    hydra = OmegaConf.load(CONF / "experiment" / f"{experiment}.yaml").get("hydra", {})
-    params = hydra.get("sweeper", {}).get("params", {})
-    return tuple(f"{key}={value}" for key, value in params.items() if "," not in str(value))
+    return tuple(f"{key}={value}" for key, value in sweep_params(experiment).items() if "," not in str(value))
 
 
 def sweep_overrides() -> list[tuple[str, str]]:
     """(experiment, ``key=value``) for every value of every key of each experiment's sweep."""
-    cases = []
-    for experiment in EXPERIMENTS:
-        hydra = OmegaConf.load(CONF / "experiment" / f"{experiment}.yaml").get("hydra", {})
-        params = hydra.get("sweeper", {}).get("params", {})
-        cases += [(experiment, f"{key}={value}") for key, values in params.items() for value in str(values).split(",")]
-    return cases
+    return [(experiment, f"{key}={value}") for experiment in EXPERIMENTS
+            for key, values in sweep_params(experiment).items() for value in str(values).split(",")]
 
 
 def test_every_group_and_experiment_is_found():
