@@ -11,6 +11,8 @@ import os
 import pickle
 import socket
 import struct
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -142,6 +144,26 @@ def test_sklearn_digits_split_determinism():
     assert not torch.equal(a.test.y, c.test.y)
     d = load_dataset("sklearn_digits", test_fraction=0.5)
     assert len(d.test) == math.ceil(0.5 * N_DIGITS)
+
+
+def test_sklearn_digits_cache_holds_each_seeds_split(tmp_path):
+    from fedbn_bench.data.sklearn_digits import split_digits
+
+    for seed in (5, 6, 5):  # the second seed-5 load reads the cache
+        b = load_dataset("sklearn_digits", seed=seed, root=str(tmp_path), normalize=False)
+        ref = split_digits(seed, 0.2)
+        pixels = torch.from_numpy(ref["pixels"].astype(np.float32) / 16).unsqueeze(1)
+        assert torch.equal(b.train.x, pixels[ref["train_idx"]]) and torch.equal(b.test.x, pixels[ref["test_idx"]])
+        assert torch.equal(b.test.y, torch.from_numpy(ref["labels"][ref["test_idx"]]))
+    assert len(list((tmp_path / "fedbn_cache").iterdir())) == 2
+
+
+def test_sklearn_digits_from_the_cache_without_importing_scikit_learn(tmp_path):
+    load_dataset("sklearn_digits", seed=1, root=str(tmp_path))
+    code = ("import sys; from fedbn_bench.data import load_dataset; "
+            f"load_dataset('sklearn_digits', seed=1, root={str(tmp_path)!r}); print('sklearn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 # --------------------------------------------------------------------------- toy gaussian
