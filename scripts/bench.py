@@ -35,6 +35,15 @@ to other processes sharing the machine).
 ``--algo fedavg,fedprox,...`` times the configurations (by default only ``auto``) once per FL
 algorithm on the preset, with each row's speed relative to FedAvg's in the same configuration
 (``speed_vs_fedavg``), written to ``results/bench/<preset>_algos.csv``.
+``--sweep "norm=bn,gn rounds=15"`` times a whole sweep of ``run.py`` (issue 16, item 1): the same
+``python run.py -m <overrides>`` sequentially and with ``hydra/launcher=joblib
+hydra.launcher.n_jobs=<--n-jobs>``, alternating, ``--repeats`` times each, in fresh processes. Each
+row has the command's wall time, the jobs' training time (their ``summary.json`` ``wall_time_s``:
+summed for the sequential sweep, the longest for the parallel one, whose jobs overlap), the rest
+(start-up: imports, config composition, data, logger; shutdown) and the threads each job got.
+``training_ceiling`` is the sequential jobs' training time over the parallel jobs' longest: the
+speed-up the sweep would reach if nothing but training took time. Written to
+``results/bench/sweep_<overrides>.csv``.
 """
 from __future__ import annotations
 
@@ -42,6 +51,7 @@ import argparse
 import copy
 import json
 import os
+import shlex
 import resource
 import statistics
 import subprocess
@@ -387,9 +397,56 @@ def run_child(args: argparse.Namespace, config: str, algo: str | None, tree: Pat
     return row
 
 
+SWEEP_MODES = ("sequential", "joblib")
+
+
+def time_sweep(overrides: list[str], mode: str, n_jobs: int) -> dict:
+    """Run ``python run.py -m <overrides>`` (``mode``: the basic launcher or joblib with ``n_jobs``)
+    in a fresh process; its wall time and its jobs' training times and threads."""
+    launcher = ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={n_jobs}"] if mode == "joblib" else []
+    with tempfile.TemporaryDirectory() as sweep_dir:
+        cmd = [sys.executable, "run.py", "-m", *launcher, *overrides, f"hydra.sweep.dir={sweep_dir}"]
+        t0 = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
+        wall = time.perf_counter() - t0
+        if out.returncode != 0:
+            raise RuntimeError(f"{shlex.join(cmd)} failed:\n{out.stderr[-3000:]}")
+        jobs = [json.loads(p.read_text()) for p in sorted(Path(sweep_dir).glob("*/summary.json"))]
+    train = [job["wall_time_s"] for job in jobs]
+    span = sum(train) if mode == "sequential" else max(train)
+    return {"mode": mode if mode == "sequential" else f"joblib n_jobs={n_jobs}", "wall_s": wall, "train_s": span,
+            "outside_s": wall - span, "jobs": len(jobs), "threads": ",".join(str(job["threads"]) for job in jobs)}
+
+
+def bench_sweep(args: argparse.Namespace) -> None:
+    """``--sweep``: the sequential and the joblib sweep, alternating, ``--repeats`` times each."""
+    import pandas as pd
+
+    overrides = shlex.split(args.sweep)
+    rows = []
+    for r in range(args.repeats):
+        for mode in SWEEP_MODES if r % 2 == 0 else SWEEP_MODES[::-1]:
+            rows.append({"repeat": r, **time_sweep(overrides, mode, args.n_jobs)})
+            print(rows[-1], flush=True)
+    table = pd.DataFrame(rows)
+    sequential = table[table["mode"] == "sequential"]
+    parallel = table[table["mode"] != "sequential"]
+    table["speedup_vs_sequential"] = sequential["wall_s"].median() / table["wall_s"]
+    table["training_ceiling"] = sequential["train_s"].median() / parallel["train_s"].median()
+    table["sweep"] = args.sweep
+    print(f"sweep: python run.py -m {args.sweep}  (medians: sequential {sequential['wall_s'].median():.1f} s, "
+          f"joblib {parallel['wall_s'].median():.1f} s)")
+    print(table.drop(columns=["sweep"]).to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / ("sweep" + "".join(f"_{o.replace('=', '-')}" for o in overrides) + ".csv")
+    table.to_csv(path, index=False, float_format="%.4g")
+    print(f"wrote {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--preset", required=True, choices=sorted(PRESETS))
+    parser.add_argument("--preset", choices=sorted(PRESETS))
     parser.add_argument("--rounds", type=int, help="timed rounds per configuration (default: the preset's)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed rounds before them")
     parser.add_argument("--repeats", type=int, default=1, help="timings per configuration (the fastest is kept)")
@@ -405,8 +462,16 @@ def main() -> None:
                              "are timed in the same invocation, interleaved, as rows `baseline:<config>`")
     parser.add_argument("--replicas", type=int, default=4, help="seeds trained together by the replicas config")
     parser.add_argument("--out", default=str(ROOT / "results" / "bench"))
+    parser.add_argument("--sweep", help='time `python run.py -m SWEEP` sequentially against the joblib launcher, '
+                                        'e.g. --sweep "norm=bn,gn rounds=15" (no --preset)')
+    parser.add_argument("--n-jobs", type=int, default=2, help="the joblib launcher's n_jobs for --sweep")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.sweep:
+        bench_sweep(args)
+        return
+    if not args.preset:
+        parser.error(f"--preset is required (one of {', '.join(sorted(PRESETS))}) unless --sweep is given")
     device = torch.device(args.device)
     args.rounds = args.rounds or PRESETS[args.preset].rounds
     if args.child:
