@@ -35,15 +35,16 @@ to other processes sharing the machine).
 ``--algo fedavg,fedprox,...`` times the configurations (by default only ``auto``) once per FL
 algorithm on the preset, with each row's speed relative to FedAvg's in the same configuration
 (``speed_vs_fedavg``), written to ``results/bench/<preset>_algos.csv``.
+
 ``--sweep "norm=bn,gn rounds=15"`` times a whole sweep of ``run.py`` (issue 16, item 1): the same
 ``python run.py -m <overrides>`` sequentially and with ``hydra/launcher=joblib
-hydra.launcher.n_jobs=<--n-jobs>``, alternating, ``--repeats`` times each, in fresh processes. Each
-row has the command's wall time, the jobs' training time (their ``summary.json`` ``wall_time_s``:
-summed for the sequential sweep, the longest for the parallel one, whose jobs overlap), the rest
-(start-up: imports, config composition, data, logger; shutdown) and the threads each job got.
-``training_ceiling`` is the sequential jobs' training time over the parallel jobs' longest: the
-speed-up the sweep would reach if nothing but training took time. Written to
-``results/bench/sweep_<overrides>.csv``.
+hydra.launcher.n_jobs=<--n-jobs>``, alternating, ``--repeats`` times each, in fresh processes.
+Each row has the command's wall time; the jobs' training time (their ``summary.json``
+``wall_time_s``, each in ``job_train_s``), summed for the sequential sweep and spread over the
+workers for the parallel one (at least its longest job); the rest (start-up: imports, config
+composition, data, logger; shutdown); and the threads each job got. ``training_ceiling`` is the
+sequential sweep's training time over the parallel sweep's: the speed-up it would reach if
+nothing but training took time. Written to ``results/bench/sweep_<overrides>.csv``.
 """
 from __future__ import annotations
 
@@ -413,9 +414,11 @@ def time_sweep(overrides: list[str], mode: str, n_jobs: int) -> dict:
             raise RuntimeError(f"{shlex.join(cmd)} failed:\n{out.stderr[-3000:]}")
         jobs = [json.loads(p.read_text()) for p in sorted(Path(sweep_dir).glob("*/summary.json"))]
     train = [job["wall_time_s"] for job in jobs]
-    span = sum(train) if mode == "sequential" else max(train)
+    workers = 1 if mode == "sequential" else min(n_jobs, len(train))
+    span = max(sum(train) / workers, max(train))
     return {"mode": mode if mode == "sequential" else f"joblib n_jobs={n_jobs}", "wall_s": wall, "train_s": span,
-            "outside_s": wall - span, "jobs": len(jobs), "threads": ",".join(str(job["threads"]) for job in jobs)}
+            "outside_s": wall - span, "jobs": len(jobs), "threads": ",".join(str(job["threads"]) for job in jobs),
+            "job_train_s": ",".join(f"{t:.2f}" for t in train)}
 
 
 def bench_sweep(args: argparse.Namespace) -> None:
