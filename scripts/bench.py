@@ -413,6 +413,13 @@ def time_sweep(overrides: list[str], mode: str, n_jobs: int) -> dict:
         if out.returncode != 0:
             raise RuntimeError(f"{shlex.join(cmd)} failed:\n{out.stderr[-3000:]}")
         jobs = [json.loads(p.read_text()) for p in sorted(Path(sweep_dir).glob("*/summary.json"))]
+    return sweep_row(mode, n_jobs, wall, jobs)
+
+
+def sweep_row(mode: str, n_jobs: int, wall: float, jobs: list[dict]) -> dict:
+    """A sweep's row from its wall time and its jobs' ``summary.json``: the training time is the
+    jobs' summed ``wall_time_s`` sequentially, and spread over ``min(n_jobs, jobs)`` workers (at
+    least the longest job) in parallel; the rest of the wall time is ``outside_s``."""
     train = [job["wall_time_s"] for job in jobs]
     workers = 1 if mode == "sequential" else min(n_jobs, len(train))
     span = max(sum(train) / workers, max(train))
