@@ -52,8 +52,8 @@ import argparse
 import copy
 import json
 import os
-import shlex
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -398,6 +398,11 @@ def run_child(args: argparse.Namespace, config: str, algo: str | None, tree: Pat
     return row
 
 
+def override_suffix(overrides: list[str]) -> str:
+    """The part of a results file's name that names its overrides: ``_key-value`` each."""
+    return "".join(f"_{o.replace('=', '-')}" for o in overrides)
+
+
 SWEEP_MODES = ("sequential", "joblib")
 
 
@@ -449,7 +454,7 @@ def bench_sweep(args: argparse.Namespace) -> None:
     print(table.drop(columns=["sweep"]).to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / ("sweep" + "".join(f"_{o.replace('=', '-')}" for o in overrides) + ".csv")
+    path = out / f"sweep{override_suffix(overrides)}.csv"
     table.to_csv(path, index=False, float_format="%.4g")
     print(f"wrote {path}")
 
@@ -528,7 +533,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table["overrides"] = " ".join(args.override)
-    name = args.preset + ("_algos" if args.algo else "") + "".join(f"_{o.replace('=', '-')}" for o in args.override)
+    name = args.preset + ("_algos" if args.algo else "") + override_suffix(args.override)
     table.to_csv(out / f"{name}.csv", index=False, float_format="%.4g")
     print(f"wrote {out / (name + '.csv')}")
 

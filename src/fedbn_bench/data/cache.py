@@ -6,8 +6,8 @@ image size) and the name, size and modification time of every source file.  Repl
 removing a source file therefore yields a new key and a fresh cache; old cache folders can be
 deleted at any time.
 
-* :func:`cached_arrays` — small datasets (SVHN, USPS, Digits-5): a dict of arrays saved as ``.npy``
-  files and read back whole.  If the root is read-only the arrays are simply rebuilt each time.
+* :func:`cached_arrays` — small datasets (SVHN, USPS, Digits-5, scikit-learn digits' split): a
+  dict of arrays saved as ``.npy`` files and read back whole.  If the root is read-only the arrays are simply rebuilt each time.
 * :func:`image_cache` — image folders (Tiny-ImageNet, Office-Caltech10, DomainNet, ImageNet): every
   image decoded and resized once into ``images.npy`` (uint8 (M, 3, H, W), written through
   ``numpy.lib.format.open_memmap`` so it never has to fit in RAM) plus ``moments.npy`` (per image

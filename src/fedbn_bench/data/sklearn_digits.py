@@ -60,9 +60,10 @@ def load_sklearn_digits(
         raise DatasetError(f"sklearn_digits: test_fraction must be a number in (0, 1), got {test_fraction!r}") from None
     if not 0.0 < test_fraction < 1.0:
         raise DatasetError(f"sklearn_digits: test_fraction must be in (0, 1), got {test_fraction}")
+    sources = [digits_file()]  # first: its clear error when scikit-learn is missing
     params = {"seed": int(seed), "test_fraction": test_fraction,
               "scikit-learn": importlib.metadata.version("scikit-learn")}
-    arrays = cached_arrays(default_cache_root(root), "sklearn_digits", params, [digits_file()],
+    arrays = cached_arrays(default_cache_root(root), "sklearn_digits", params, sources,
                            lambda: split_digits(int(seed), test_fraction))
     x = torch.from_numpy(arrays["pixels"].astype(np.float32) / 16.0).unsqueeze(1)  # (N, 1, 8, 8)
     y = torch.from_numpy(arrays["labels"])
