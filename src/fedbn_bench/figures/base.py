@@ -169,6 +169,24 @@ def number(value: Any) -> Optional[float]:
     return None if math.isnan(out) else out
 
 
+def measure(run: RunRecord, source: str) -> Optional[float]:
+    """The value of ``source`` (``summary:<key>``, ``final:<column>``, ``first:<column>``, ``best:<column>``) in ``run``."""
+    kind, _, key = source.partition(":")
+    if kind == "summary":
+        return number(run.summary.get(key))
+    _, values = run.curve(key)
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    if kind == "final":
+        return values[-1]
+    if kind == "first":
+        return values[0]
+    if kind == "best":
+        return max(values)
+    raise ValueError(f"metric source {source!r}: expected summary:, final:, first: or best:")
+
+
 def cell(value: Optional[float], digits: int = 2, sign: bool = False) -> str:
     """A number for a table (``–`` for none)."""
     if value is None:

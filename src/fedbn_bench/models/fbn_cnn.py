@@ -16,6 +16,10 @@ Four norm layers, all on conv maps (dims=2); the linear layers have none, as in 
 Small inputs: the convolutions keep the spatial size, so only the pools shrink the maps. They use
 ``ceil_mode=True``, which is identical to the paper's pooling on even sides (32 -> 16 -> 8) and
 keeps any map at least 1x1 (8x8 digits: 8 -> 4 -> 2, flat = 512). No input padding is needed.
+
+Option ``width`` multiplies the convolution channels (64, 64, 128, 128 at 1.0, Table 1's CNN; 32, 32,
+64, 64 at 0.5, about a quarter of the FLOPs). It is a reduction for CPU-scale studies, not the paper's
+model: the presets that set it say so. The hidden linear layer keeps its 128 units.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from fedbn_bench.models.registry import NormFactory, register_model
 
 @register_model("fbn_cnn")
 class FBNCNN(FeatureClassifier):
-    """FBN paper Table 1 CNN; option ``dropout`` is the rate after each pool (default 0.25)."""
+    """FBN paper Table 1 CNN; options ``dropout`` (the rate after each pool, default 0.25) and ``width`` (module docstring)."""
 
     def __init__(
         self,
@@ -36,23 +40,27 @@ class FBNCNN(FeatureClassifier):
         num_classes: int,
         *,
         dropout: float = 0.25,
+        width: float = 1.0,
     ) -> None:
         super().__init__()
         c, h, w = image_shape(input_shape, "fbn_cnn")
         num_classes = check_num_classes(num_classes)
         if not 0.0 <= float(dropout) < 1.0:
             raise ValueError(f"fbn_cnn option 'dropout' must be in [0, 1), got {dropout!r}")
+        if not 0.0 < float(width) <= 8.0:
+            raise ValueError(f"fbn_cnn option 'width' must be in (0, 8], got {width!r}")
+        narrow, wide = max(1, round(64 * float(width))), max(1, round(128 * float(width)))
 
         def block(cin: int, cout: int) -> list[nn.Module]:
             return [nn.Conv2d(cin, cout, 3, 1, 1), nn.ReLU(), make_norm(norm_layer, cout, 2)]
 
         self.features = nn.Sequential(
-            *block(c, 64),
-            *block(64, 64),
+            *block(c, narrow),
+            *block(narrow, narrow),
             nn.MaxPool2d(2, 2, ceil_mode=True),
             nn.Dropout(float(dropout)),
-            *block(64, 128),
-            *block(128, 128),
+            *block(narrow, wide),
+            *block(wide, wide),
             nn.MaxPool2d(2, 2, ceil_mode=True),
             nn.Dropout(float(dropout)),
             nn.Flatten(1),

@@ -24,8 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from fedbn_bench.figures.base import COMPLETED, Job, cell, md_table, mean_std, recipe, row_key  # noqa: E402
-from fedbn_bench.figures.recipes.paper_table import measure  # noqa: E402
+from fedbn_bench.figures.base import COMPLETED, Job, cell, md_table, mean_std, measure, recipe, row_key  # noqa: E402
 from fedbn_bench.records.reader import RunRecord  # noqa: E402
 
 Cell = tuple[str, str, str]

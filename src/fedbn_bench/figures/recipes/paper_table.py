@@ -20,25 +20,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from fedbn_bench.figures.base import (COMPLETED, Job, cell, md_table, mean_std, number, recipe,  # noqa: E402
+from fedbn_bench.figures.base import (COMPLETED, Job, cell, md_table, mean_std, measure, recipe,  # noqa: E402
                                       row_key)
 from fedbn_bench.records.reader import RunRecord  # noqa: E402
-
-
-def measure(run: RunRecord, source: str) -> Optional[float]:
-    """The value of ``source`` (``summary:<key>``, ``final:<column>``, ``best:<column>``) in ``run``."""
-    kind, _, key = source.partition(":")
-    if kind == "summary":
-        return number(run.summary.get(key))
-    _, values = run.curve(key)
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    if kind == "final":
-        return values[-1]
-    if kind == "best":
-        return max(values)
-    raise ValueError(f"metric source {source!r}: expected summary:, final: or best:")
 
 
 def table_rows(job: Job) -> list[dict]:

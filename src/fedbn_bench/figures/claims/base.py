@@ -1,0 +1,179 @@
+"""A paper's claim as data, and its verdict from run records.
+
+A :class:`Claim` is one sentence a paper asserts, with the paper's numbers; the reduced setting that
+tests it (a preset and the run tree it writes); the measured :class:`Quantity` values it compares;
+and its :class:`Check` relations, each with a threshold taken from the paper's own effect size.
+Declarations (``claims/<paper>.py``) are committed before the runs that decide them, so the git
+history shows every threshold predating its verdict. A verdict comes only from committed run records
+(``records/reader.py``): ``holds`` when every check passes on the means over seeds, ``fails`` when
+one does not, ``not run`` while any quantity has fewer completed runs than the claim's seeds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from fedbn_bench.figures.base import COMPLETED, load_runs, mean_std, measure
+from fedbn_bench.records.reader import RunRecord
+
+HOLDS, FAILS, NOT_RUN = "holds", "fails", "not run"
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """One measured number per run: ``metric`` (``summary:<key>``, ``final:<column>``, ``first:<column>``,
+    ``best:<column>``)
+    × ``scale`` of the completed runs under ``runs`` whose config matches ``where``
+    (dotted config key → value; a key starting with ``+`` is a command-line override, e.g.
+    ``+experiment/fbn/fig3a_method``)."""
+
+    runs: str
+    where: Mapping[str, Any]
+    metric: str = "summary:final_test_acc"
+    scale: float = 100.0
+
+
+@dataclass(frozen=True)
+class Check:
+    """``mean(a) − mean(b) >= threshold`` (``at_least``), ``<= threshold`` (``at_most``),
+    ``|mean(a) − mean(b)| <= threshold`` (``within``) or ``mean(a) / mean(b) <= threshold``
+    (``ratio_at_most``). ``b`` is a quantity's name or a number (e.g. chance accuracy); ``source``
+    says where in the paper the threshold comes from."""
+
+    a: str
+    b: str | float
+    relation: str
+    threshold: float
+    source: str
+
+    def __post_init__(self) -> None:
+        if self.relation not in RELATIONS:
+            raise ValueError(f"check {self.a} vs {self.b}: relation {self.relation!r} not in {sorted(RELATIONS)}")
+
+    def text(self) -> str:
+        return RELATIONS[self.relation][0].format(a=self.a, b=self.b, t=self.threshold)
+
+    def passes(self, a: float, b: float) -> bool:
+        return RELATIONS[self.relation][1](a, b, self.threshold)
+
+    def operands(self, measured: Mapping[str, "Measured"]) -> tuple[Optional[float], Optional[float]]:
+        """The means the check compares (``b`` itself where it is a number)."""
+        b = self.b if isinstance(self.b, (int, float)) else measured[self.b].mean
+        return measured[self.a].mean, b
+
+
+RELATIONS = {
+    "at_least": ("{a} − {b} ≥ {t:g}", lambda a, b, t: a - b >= t),
+    "at_most": ("{a} − {b} ≤ {t:g}", lambda a, b, t: a - b <= t),
+    "within": ("|{a} − {b}| ≤ {t:g}", lambda a, b, t: abs(a - b) <= t),
+    "ratio_at_most": ("{a} / {b} ≤ {t:g}", lambda a, b, t: b != 0 and a / b <= t),
+}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a paper (module docstring)."""
+
+    id: str
+    """``<paper>/<name>``: the anchor in ``results/CLAIMS.md``."""
+    statement: str
+    """The paper's sentence, with its section."""
+    paper_numbers: Mapping[str, Optional[float]]
+    """The paper's value of each quantity (``None`` where the paper gives none)."""
+    setting: str
+    """The reduced setting: data, model, scale, and why the paper's mechanism can act there."""
+    preset: str
+    """``conf/experiment/<preset>.yaml``: the command that writes the runs."""
+    quantities: Mapping[str, Quantity]
+    checks: tuple[Check, ...]
+    seeds: int = 1
+    figure: Optional[str] = None
+    """The figure or table file (relative to the repository) that shows the runs."""
+    diagnosis: str = ""
+    """For a claim that fails or partly holds: what we measured to explain it."""
+    full_scale: str = ""
+    """The paper-scale preset and what it costs."""
+
+    def __post_init__(self) -> None:
+        names = {c.a for c in self.checks} | {c.b for c in self.checks if isinstance(c.b, str)}
+        unknown = sorted(names - set(self.quantities))
+        if unknown:
+            raise ValueError(f"claim {self.id}: checks name unknown quantities {unknown}")
+
+    @property
+    def paper_name(self) -> str:
+        return self.id.split("/", 1)[0]
+
+
+@dataclass
+class Measured:
+    """A quantity's values over its completed runs, and the runs that did not complete."""
+
+    values: list[float] = field(default_factory=list)
+    other: list[str] = field(default_factory=list)
+
+    @property
+    def mean(self) -> Optional[float]:
+        return mean_std(self.values)[0]
+
+    @property
+    def sd(self) -> Optional[float]:
+        return mean_std(self.values)[1]
+
+
+@dataclass
+class Verdict:
+    claim: Claim
+    measured: dict[str, Measured]
+    verdict: str
+    check_results: list[Optional[bool]]
+    """Per check: passed, failed, or ``None`` (not evaluated)."""
+
+
+def matches(run: RunRecord, where: Mapping[str, Any]) -> bool:
+    """Whether ``run``'s config (or, for ``+key``, its override) has every value of ``where``."""
+    for key, want in where.items():
+        have = run.override(key[1:]) if key.startswith("+") else run.get(key)
+        if not same(have, want):
+            return False
+    return True
+
+
+def same(have: Any, want: Any) -> bool:
+    """Config values compared as numbers where both are numbers (``0`` = ``0.0``), else as strings."""
+    if have is None:
+        return want is None
+    try:
+        return math.isclose(float(have), float(want), rel_tol=1e-9, abs_tol=1e-12)
+    except (TypeError, ValueError):
+        return str(have) == str(want)
+
+
+def measure_quantity(q: Quantity, runs: list[RunRecord]) -> Measured:
+    out = Measured()
+    for run in runs:
+        if not matches(run, q.where):
+            continue
+        value = measure(run, q.metric) if run.status == COMPLETED else None
+        if value is None:
+            out.other.append(f"{run.path.name}: {run.status}")
+        else:
+            out.values.append(value * q.scale)
+    return out
+
+
+def judge(claim: Claim, root: Path, cache: Optional[dict[Path, list[RunRecord]]] = None) -> Verdict:
+    """The verdict of ``claim`` from the run records under ``root`` (the repository)."""
+    cache = {} if cache is None else cache
+    measured = {}
+    for name, q in claim.quantities.items():
+        path = root / q.runs
+        if path not in cache:
+            cache[path] = load_runs(path)
+        measured[name] = measure_quantity(q, cache[path])
+    if any(len(m.values) < claim.seeds for m in measured.values()):
+        return Verdict(claim, measured, NOT_RUN, [None] * len(claim.checks))
+    results = [check.passes(*check.operands(measured)) for check in claim.checks]
+    return Verdict(claim, measured, HOLDS if all(results) else FAILS, results)
