@@ -1,6 +1,7 @@
 """Fetch and verify a dataset into a data root, or print how to obtain it where no public download exists.
 
     python scripts/download_data.py NAME [--root DIR] [--timeout SECONDS]
+    python scripts/download_data.py fashion_mnist --from /usr/share/datasets/fashion-mnist   (a local copy)
     python scripts/download_data.py abide --root DIR --abide-rois ROIS_DIR --abide-phenotype CSV
 
 Public data (mnist, fashion_mnist, cifar10, cifar100, svhn, usps through torchvision, which checks
@@ -8,7 +9,10 @@ each archive's md5; tinyimagenet from its official URL, md5 90528d7c...) is down
 read once by its loader, which also builds the uint8 cache.  Data behind a registration or only
 released by the FedBN authors (digits5, office_caltech10, domainnet, abide, imagenet) cannot be
 fetched here: the script prints the manual steps and checks whether the files are in place.
-Exit status: 0 ready, 1 not (yet) in place or download failed.  An offline machine fails within
+``--from DIR`` installs MNIST or Fashion-MNIST from a folder of their four IDX files (plain or
+``.gz``), e.g. Debian's package ``dataset-fashion-mnist`` (``apt-get install dataset-fashion-mnist``
+puts them in ``/usr/share/datasets/fashion-mnist``): the way to get Fashion-MNIST on a machine that
+reaches package registries but not the dataset's host. Exit status: 0 ready, 1 not (yet) in place or download failed.  An offline machine fails within
 ``--timeout`` seconds per connection attempt.
 """
 from __future__ import annotations
@@ -19,6 +23,7 @@ import sys
 
 from fedbn_bench.data import DatasetError, _files, load_dataset
 from fedbn_bench.data.abide import build_site_files
+from fedbn_bench.data.mnist import IDX_FOLDERS, install_idx_files
 
 FEDBN = "https://github.com/med-air/FedBN (README, section 'Dataset & Pretrained Model')"
 
@@ -80,12 +85,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", choices=sorted((*DOWNLOADABLE, *MANUAL)))
     parser.add_argument("--root", default="data", help="data root (default: data)")
     parser.add_argument("--timeout", type=float, default=_files.DOWNLOAD_TIMEOUT, help="socket timeout in seconds")
+    parser.add_argument("--from", dest="source", help="a local folder holding the IDX files (mnist, fashion_mnist)")
     parser.add_argument("--abide-rois", help="folder of ABIDE *_rois_ho.1D files (abide only)")
     parser.add_argument("--abide-phenotype", help="ABIDE phenotypic CSV (abide only)")
     parser.add_argument("--abide-drop-column", type=int, action="append", default=[], help="ROI column to drop (abide only)")
     args = parser.parse_args(argv)
     root = os.path.expanduser(args.root)
     _files.DOWNLOAD_TIMEOUT = args.timeout
+
+    if args.source is not None:
+        if args.name not in IDX_FOLDERS:
+            parser.error(f"--from installs {' or '.join(IDX_FOLDERS)} from local IDX files, not {args.name}")
+        try:
+            for path in install_idx_files(args.name, args.source, root):
+                print(f"wrote {path}")
+        except (DatasetError, OSError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        return check(args.name, root)
 
     if args.name in DOWNLOADABLE:
         try:

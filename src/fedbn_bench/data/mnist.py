@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import os
+import shutil
 
 import torch
 
@@ -16,6 +18,35 @@ _IDX_FILES = (
     "t10k-images-idx3-ubyte",
     "t10k-labels-idx1-ubyte",
 )
+
+
+IDX_FOLDERS = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST"}
+"""torchvision's folder of each IDX data set under the data root."""
+
+
+def install_idx_files(name: str, source: str, root: str) -> list[str]:
+    """Copy the four IDX files of ``name`` from a local folder ``source`` (plain or ``.gz``, e.g. Debian's
+    ``dataset-fashion-mnist`` in ``/usr/share/datasets/fashion-mnist``) into torchvision's layout
+    ``<root>/<Folder>/raw/``, decompressing; the paths written. A missing file is a ``DatasetError``
+    naming it, before anything is written."""
+    if name not in IDX_FOLDERS:
+        raise DatasetError(f"{name}: --from takes a folder of IDX files only for {', '.join(IDX_FOLDERS)}")
+    found = {}
+    for stem in _IDX_FILES:
+        candidates = [os.path.join(source, stem + ext) for ext in ("", ".gz")]
+        found[stem] = next((c for c in candidates if os.path.isfile(c)), None)
+    missing = [stem for stem, path in found.items() if path is None]
+    if missing:
+        raise DatasetError(f"{name}: {source} lacks {', '.join(m + '[.gz]' for m in missing)}")
+    raw = os.path.join(os.path.expanduser(str(root)), IDX_FOLDERS[name], "raw")
+    os.makedirs(raw, exist_ok=True)
+    written = []
+    for stem, path in found.items():
+        target = os.path.join(raw, stem)
+        with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as src, open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        written.append(target)
+    return written
 
 
 def _load_mnist_like(name: str, tv_class: str, root: str, download: bool) -> DatasetBundle:

@@ -53,7 +53,8 @@ class Check:
             raise ValueError(f"check {self.a} vs {self.b}: relation {self.relation!r} not in {sorted(RELATIONS)}")
 
     def text(self) -> str:
-        return RELATIONS[self.relation][0].format(a=self.a, b=self.b, t=self.threshold)
+        b = f"{self.b:g}" if isinstance(self.b, (int, float)) else self.b
+        return RELATIONS[self.relation][0].format(a=self.a, b=b, t=self.threshold)
 
     def passes(self, a: float, b: float) -> bool:
         return RELATIONS[self.relation][1](a, b, self.threshold)

@@ -1,0 +1,121 @@
+"""The claims layer (``figures/claims``): verdicts come from run records only. Hand-made run directories
+(as ``run.py -m`` writes them) flip a verdict; a claim whose runs are missing, too few or not
+completed reads "not run", never "holds"; every declared claim points at a preset whose sweep writes
+the runs it reads; the committed ``results/CLAIMS.md`` and the README's table are what the committed
+runs give."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from conftest import CONF
+from fedbn_bench.figures.claims import CLAIMS
+from fedbn_bench.figures.claims.base import FAILS, HOLDS, NOT_RUN, Check, Claim, Quantity, judge
+from fedbn_bench.figures.claims.cli import main
+from fedbn_bench.figures.claims.report import BEGIN, END, anchor, claims_md, readme_table, replace_block
+
+ROOT = CONF.parent
+RUNS = "results/toy_claim/runs"
+
+
+def write_run(root: Path, name: str, method: str, gamma: float, acc: float, status: str = "completed") -> Path:
+    run = root / RUNS / name
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"gamma": gamma, "norm": {"name": "x"}}))
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"+experiment/m={method}", f"gamma={gamma}"]))
+    (run / "summary.json").write_text(json.dumps({"status": status, "final_test_acc": acc}))
+    return run
+
+
+def toy_claim(seeds: int = 2) -> Claim:
+    def q(method: str) -> Quantity:
+        return Quantity(RUNS, {"+experiment/m": method, "gamma": 0})
+    return Claim("fbn/toy", "A beats B by 20 points.", {"A": 80.0, "B": 17.0}, "hand-made", "fbn/fig3a_fmnist",
+                 {"A": q("a"), "B": q("b")}, (Check("A", "B", "at_least", 20.0, "a third of 63"),), seeds=seeds)
+
+
+def test_verdict_flips_with_the_run_records(tmp_path):
+    claim = toy_claim()
+    assert judge(claim, tmp_path).verdict == NOT_RUN                       # no runs at all
+    write_run(tmp_path, "a0", "a", 0, 0.85)
+    write_run(tmp_path, "b0", "b", 0.0, 0.50)
+    write_run(tmp_path, "b1", "b", 0, 0.52)
+    assert judge(claim, tmp_path).verdict == NOT_RUN                       # A has 1 of 2 seeds
+    write_run(tmp_path, "a1", "a", 0, 0.87)
+    verdict = judge(claim, tmp_path)
+    assert verdict.verdict == HOLDS and verdict.check_results == [True]
+    assert verdict.measured["A"].values == pytest.approx([85.0, 87.0])     # 0 and 0.0 match gamma 0
+    write_run(tmp_path, "b2", "b", 0, 0.99)                                 # B: 67.0, A − B = 19 < 20
+    assert judge(claim, tmp_path).verdict == FAILS
+    write_run(tmp_path, "a_other_gamma", "a", 1, 0.10)                      # another gamma: not A
+    assert len(judge(claim, tmp_path).measured["A"].values) == 2
+
+
+def test_runs_that_did_not_complete_never_count(tmp_path):
+    claim = toy_claim(seeds=1)
+    write_run(tmp_path, "a0", "a", 0, 0.95, status="diverged")
+    write_run(tmp_path, "b0", "b", 0, 0.10)
+    verdict = judge(claim, tmp_path)
+    assert verdict.verdict == NOT_RUN and verdict.measured["A"].other == ["a0: diverged"]
+    (tmp_path / RUNS / "a0" / "summary.json").unlink()                     # killed before its summary
+    assert judge(claim, tmp_path).measured["A"].other == ["a0: no summary"]
+
+
+@pytest.mark.parametrize("relation, a, b, passes", [
+    ("at_least", 30.0, 10.0, True), ("at_least", 29.0, 10.0, False),
+    ("at_most", 12.0, 10.0, True), ("at_most", 12.5, 10.0, False),
+    ("within", 7.0, 10.0, True), ("within", 13.5, 10.0, False),
+    ("ratio_at_most", 4.0, 10.0, True), ("ratio_at_most", 6.0, 10.0, False),
+])
+def test_relations(relation, a, b, passes):
+    threshold = {"at_least": 20.0, "at_most": 2.0, "within": 3.0, "ratio_at_most": 0.5}[relation]
+    assert Check("a", "b", relation, threshold, "").passes(a, b) is passes
+
+
+def test_a_check_against_a_number_and_unknown_names():
+    check = Check("naive", 10.0, "at_most", 10.0, "chance")
+    assert check.text() == "naive − 10 ≤ 10"
+    with pytest.raises(ValueError, match="unknown quantities"):
+        Claim("fbn/x", "", {}, "", "p", {"A": Quantity(RUNS, {})}, (Check("A", "C", "within", 1.0, ""),))
+    with pytest.raises(ValueError, match="relation"):
+        Check("a", "b", "about", 1.0, "")
+
+
+def sweep_of(preset: str):
+    cfg = OmegaConf.load(CONF / "experiment" / f"{preset}.yaml")
+    return OmegaConf.select(cfg, "hydra.sweep.dir"), OmegaConf.select(cfg, "hydra.sweeper.params") or {}
+
+
+def test_every_claim_reads_runs_a_declared_preset_writes():
+    """Each quantity's run tree is the sweep dir of the claim's preset or of another claim's preset, and each
+    ``+override`` it selects on is one of that preset's sweep parameters (so the runs can be found)."""
+    sweeps = {sweep_of(c.preset)[0]: sweep_of(c.preset)[1] for c in CLAIMS}
+    assert len({c.id for c in CLAIMS}) == len(CLAIMS)
+    for claim in CLAIMS:
+        assert (CONF / "experiment" / f"{claim.preset}.yaml").exists(), claim.id
+        assert set(claim.paper_numbers) <= set(claim.quantities), claim.id
+        for name, q in claim.quantities.items():
+            assert q.runs in sweeps, (claim.id, name, q.runs)
+            for key in q.where:
+                if key.startswith("+"):
+                    assert key in sweeps[q.runs], (claim.id, name, key)
+
+
+def test_committed_claims_and_readme_table_are_up_to_date():
+    assert main(["--check", "--root", str(ROOT)]) == 0
+
+
+def test_readme_block_is_replaced_and_markers_are_required(tmp_path):
+    claim = toy_claim()
+    verdicts = [judge(claim, tmp_path)]
+    text = f"intro\n{BEGIN}\nold\n{END}\noutro\n"
+    new = replace_block(text, readme_table(verdicts))
+    assert new.startswith("intro\n") and new.endswith("\noutro\n") and "old" not in new
+    assert "[toy](results/CLAIMS.md#fbntoy)" in new and "not run" in new
+    with pytest.raises(ValueError, match="markers"):
+        replace_block("no markers", readme_table(verdicts))
+    assert f"### {claim.id}" in claims_md(verdicts) and anchor("fbn/fig3a_x-y") == "fbnfig3a_x-y"
