@@ -19,13 +19,13 @@ FBN_BYZANTINE = {
 FIG3A_NOTES = {
     "fbn/fig3a_toy": "The setting that shows the paper's effect: FBN §3's 2-D Gaussian data (Figs. 1-2) through "
                      "Fig. 3a's protocol (`conf/experiment/fbn/fig3a_toy.yaml`). The model is `mlp`, not the paper's "
-                     "CNN; with `fbn_cnn` the effect did not show on MNIST (`mnist/table.md`) nor on the 8×8 digits "
-                     "(`digits8x8/table.md`); CIFAR-10 is not available offline. Why: `README.md`.",
+                     "CNN; with `fbn_cnn` the effect did not show on MNIST (`../fig3a_mnist/table.md`) nor on the 8×8 "
+                     "digits (`../fig3a_digits8x8/table.md`); CIFAR-10 is not available offline. Why: `README.md`.",
     "fbn/fig3a": "The first proxy, on the embedded 8×8 digits (`conf/experiment/fbn/fig3a.yaml`): the paper's effect "
                  "does not show.",
     "fbn/fig3a_cifar10": "Paper scale (`conf/experiment/fbn/fig3.yaml`): CIFAR-10, 3000 steps, B = 50, client momentum 0.99.",
     "fbn/fig3a_mnist": "Reduced Fig. 3a on MNIST with the paper's CNN (`conf/experiment/fbn/fig3a_mnist.yaml`): the "
-                       "paper's effect does not show (naive BN does not fail at γ = 0); why: `../README.md`.",
+                       "paper's effect does not show (naive BN does not fail at γ = 0); why: `../fig3a_toy/README.md`.",
 }
 """The line under each Fig. 3a table's title (why that setting)."""
 
@@ -37,11 +37,11 @@ FIGURES: list[Figure] = [
     Figure("fbn/fig4_mnist", "fbn_byzantine", out="results/fbn/fig4_mnist", md="table.md", image="figure",
            title="FBN Fig. 4 reduced to MNIST (DSGD, 90 rounds, n = 10, f = 3, SF on BN statistics)"),
     *(Figure(f"fbn/{name}", "fbn_byzantine", title=title) for name, title in FBN_BYZANTINE.items()),
-    Figure("fbn/fig3a_toy", "fbn_fig3a", out="results/fbn_fig3a", md="table.md", image="fig3a",
+    Figure("fbn/fig3a_toy", "fbn_fig3a", out="results/fbn/fig3a_toy", md="table.md", image="fig3a",
            paper="fbn/fig3a_paper.csv", options={"note": FIG3A_NOTES["fbn/fig3a_toy"]}),
-    Figure("fbn/fig3a", "fbn_fig3a", out="results/fbn_fig3a/digits8x8", md="table.md", image="fig3a",
+    Figure("fbn/fig3a", "fbn_fig3a", out="results/fbn/fig3a_digits8x8", md="table.md", image="fig3a",
            paper="fbn/fig3a_paper.csv", options={"note": FIG3A_NOTES["fbn/fig3a"]}),
-    Figure("fbn/fig3a_mnist", "fbn_fig3a", out="results/fbn_fig3a/mnist", md="table.md", image="fig3a",
+    Figure("fbn/fig3a_mnist", "fbn_fig3a", out="results/fbn/fig3a_mnist", md="table.md", image="fig3a",
            paper="fbn/fig3a_paper.csv", options={"note": FIG3A_NOTES["fbn/fig3a_mnist"]}),
     Figure("fbn/fig3a_cifar10", "fbn_fig3a", preset="fbn/fig3", paper="fbn/fig3a_paper.csv",
            options={"note": FIG3A_NOTES["fbn/fig3a_cifar10"]}),
@@ -59,9 +59,24 @@ FIGURES: list[Figure] = [
       for panel, alpha in (("b", "0.1"), ("c", "0.01"))),
 ]
 
+FMNIST_NOTE = ("FBN reduced to Fashion-MNIST (`conf/experiment/fbn/fmnist_base.yaml`: FBN's CNN at half width, DSGD, "
+               "300 steps, B = 16), where naive BN's failure shows; the claims it decides: `results/CLAIMS.md`.")
+FMNIST_ROWS = "experiment/fbn/fig3a_method"
+
+FIGURES += [
+    Figure("fbn/fig3a_fmnist", "fbn_fig3a", out="results/fbn/fig3a_fmnist", md="table.md", image="fig3a",
+           paper="fbn/fig3a_paper.csv", options={"note": FMNIST_NOTE}),
+    Figure("fbn/fig3b_fmnist", "curve", out="results/fbn/fig3b_fmnist", title="FBN Fig. 3b reduced to Fashion-MNIST: test accuracy per step at γ = 0.01",
+           rows=FMNIST_ROWS, metric="test_acc", options={"expect": ["naive", "fbn"], "labels": FIG3_LABELS}),
+    Figure("fbn/fig3c_fmnist", "curve", preset="fbn/fig3a_fmnist", out="results/fbn/fig3a_fmnist",
+           title="FBN Fig. 3c reduced to Fashion-MNIST: test accuracy per step at γ = 0",
+           rows=FMNIST_ROWS, metric="test_acc",
+           options={"expect": list(FIG3_LABELS), "labels": FIG3_LABELS, "where": {"cfg:gamma": "0.0"}}),
+]
+
 NOT_COVERED: dict[str, str] = {
-    "fbn/fig1": "drawn by scripts/toy_normalization.py (2-D Gaussian toy, no training; results/toy/)",
-    "fbn/fig2": "drawn by scripts/toy_normalization.py (2-D Gaussian toy, panels a-c; results/toy/)",
+    "fbn/fig1": "drawn by scripts/toy_normalization.py (2-D Gaussian toy, no training; results/fbn/toy/)",
+    "fbn/fig2": "drawn by scripts/toy_normalization.py (2-D Gaussian toy, panels a-c; results/fbn/toy/)",
     "fbn/table1": "architecture table (the CNN of App. C.1): no run; it is model=fbn_cnn",
     "fbn/table2": "hyperparameter table (App. C.1): no run; it is preset=fbn",
 }

@@ -38,7 +38,7 @@ CLAIMS: list[Claim] = [
         SETTING + ", γ = 0 (each client holds one class)", "fbn/fig3a_fmnist",
         {"FBN": fig3a("fbn", 0), "naive": fig3a("naive", 0)},
         (Check("FBN", "naive", "at_least", 20.0, "paper gap 80 − 17 = 63 points; a third of it"),),
-        seeds=3, figure="results/fbn/fig3a_fmnist.md", full_scale=FULL),
+        seeds=3, figure="results/fbn/fig3a_fmnist/table.md", full_scale=FULL),
     Claim(
         "fbn/fig3a_fbn_matches_centralized",
         "§4 Results, Fig. 3a/3c: at γ = 0 FBN matches centralized BN (max ≈ 80 % both) and tracks its curve.",
@@ -46,7 +46,7 @@ CLAIMS: list[Claim] = [
         SETTING + ", γ = 0; centralized = SGD on the union of the clients' batches (Remark 4.1)", "fbn/fig3a_fmnist",
         {"FBN": fig3a("fbn", 0), "centralized": fig3a("centralized", 0)},
         (Check("FBN", "centralized", "within", 3.0, "paper: equal maxima (≈ 80 %)"),),
-        seeds=3, figure="results/fbn/fig3a_fmnist.md", full_scale=FULL),
+        seeds=3, figure="results/fbn/fig3a_fmnist/table.md", full_scale=FULL),
     Claim(
         "fbn/fig3a_fixbn_between",
         "§4 Results, Fig. 3a/3c: at γ = 0 FixBN recovers most of the gap (max 75 %) but stays below FBN (80 %).",
@@ -56,7 +56,7 @@ CLAIMS: list[Claim] = [
         {"FixBN": fig3a("fixbn", 0), "naive": fig3a("naive", 0), "FBN": fig3a("fbn", 0)},
         (Check("FixBN", "naive", "at_least", 20.0, "paper gap 75 − 17 = 58 points; a third of it"),
          Check("FBN", "FixBN", "at_least", 0.0, "paper: FBN 80 above FixBN 75")),
-        seeds=3, figure="results/fbn/fig3a_fmnist.md", full_scale=FULL),
+        seeds=3, figure="results/fbn/fig3a_fmnist/table.md", full_scale=FULL),
     Claim(
         "fbn/fig3a_gamma001",
         "§4 Results, Fig. 3a/3b: at γ = 0.01 naive BN loses 40 points (to ≈ 40 %) while FBN is unchanged.",
@@ -66,7 +66,7 @@ CLAIMS: list[Claim] = [
          "FBN γ=0.01": fig3a("fbn", 0.01), "FBN γ=1": fig3a("fbn", 1)},
         (Check("naive γ=1", "naive γ=0.01", "at_least", 13.0, "paper: naive loses 40 points; a third of it"),
          Check("FBN γ=1", "FBN γ=0.01", "at_most", 5.0, "paper: FBN's accuracy 'is not impacted'")),
-        seeds=3, full_scale=FULL),
+        seeds=3, figure="results/fbn/fig3b_fmnist/fig3b_fmnist.md", full_scale=FULL),
     Claim(
         "fbn/fig3a_iid_all_similar",
         "§4 Results, Fig. 3a: for γ ≥ 0.3 all methods perform similarly (≈ 80 %).",
@@ -77,7 +77,7 @@ CLAIMS: list[Claim] = [
         (Check("naive", "centralized", "within", 5.0, "paper: 'similar' (no numbers)"),
          Check("FixBN", "centralized", "within", 5.0, "paper: 'similar' (no numbers)"),
          Check("FBN", "centralized", "within", 5.0, "paper: 'similar' (no numbers)")),
-        seeds=3, figure="results/fbn/fig3a_fmnist.md", full_scale=FULL),
+        seeds=3, figure="results/fbn/fig3a_fmnist/table.md", full_scale=FULL),
     Claim(
         "fbn/fig4_naive_no_defense",
         "§5 Fig. 4: with f = 3 clients sign-flipping the mean of their BN statistics and no defense, naive BN is "
@@ -86,7 +86,7 @@ CLAIMS: list[Claim] = [
         SETTING + ", γ = 0, f = 3 of 10 clients send the opposite of the honest mean of their BN means", "fbn/fig4_fmnist",
         {"naive, SF, no defense": attacked(FIG4, "bn", "sf")},
         (Check("naive, SF, no defense", 10.0, "at_most", 10.0, "paper ≈ 10 % (chance); at most 10 points above it"),),
-        seeds=3, figure="results/fbn/fig4_fmnist.md",
+        seeds=3,
         full_scale="`experiment=fbn/fig4` (CIFAR-10, 3000 steps; needs CIFAR-10 and a GPU)"),
     Claim(
         "fbn/fig4_naive_defended",
@@ -96,7 +96,7 @@ CLAIMS: list[Claim] = [
         {"naive, SF, median + NNM": attacked(FIG4, "bn", "sf_defended"), "naive, no attack": fig3a("naive", 0)},
         (Check("naive, SF, median + NNM", "naive, no attack", "within", 5.0,
                "paper: 'Naive BN median ≈ Naive BN no-attack' (γ = 0.01; curves only)"),),
-        seeds=3, figure="results/fbn/fig4_fmnist.md",
+        seeds=3,
         full_scale="`experiment=fbn/fig4` (CIFAR-10, 3000 steps; needs CIFAR-10 and a GPU)"),
     Claim(
         "fbn/fig4_fbn_defended",
@@ -105,7 +105,7 @@ CLAIMS: list[Claim] = [
         SETTING + ", γ = 0, f = 3 sign-flipping clients; no-attack runs from fbn/fig3a_fmnist", "fbn/fig4_fmnist",
         {"FBN, SF, median + NNM": attacked(FIG4, "fbn", "sf_defended"), "FBN, no attack": fig3a("fbn", 0)},
         (Check("FBN, SF, median + NNM", "FBN, no attack", "within", 3.0, "paper: the two curves coincide"),),
-        seeds=3, figure="results/fbn/fig4_fmnist.md",
+        seeds=3,
         full_scale="`experiment=fbn/fig4` (CIFAR-10, 3000 steps; needs CIFAR-10 and a GPU)"),
     Claim(
         "fbn/fig4_fbn_undefended_degrades",
@@ -115,7 +115,7 @@ CLAIMS: list[Claim] = [
         {"FBN, no attack": fig3a("fbn", 0), "FBN, SF, no defense": attacked(FIG4, "fbn", "sf")},
         (Check("FBN, no attack", "FBN, SF, no defense", "at_least", 10.0,
                "paper: 'degrades strongly' at γ = 0 (no number; 10 points)"),),
-        seeds=3, figure="results/fbn/fig4_fmnist.md",
+        seeds=3,
         full_scale="`experiment=fbn/fig4` (CIFAR-10, 3000 steps; needs CIFAR-10 and a GPU)"),
     *(Claim(
         f"fbn/fig{fig}_{attack}_{rule}",
@@ -127,7 +127,7 @@ CLAIMS: list[Claim] = [
         {"FBN, defended": Quantity(GRID, {SCENARIO: f"{attack}_defended", "byzantine.defense": rule}),
          "FBN, no attack": fig3a("fbn", 0)},
         (Check("FBN, defended", "FBN, no attack", "within", 5.0, "paper: 'similar' to no attack (no numbers)"),),
-        seeds=1, figure="results/fbn/fig6_11_fmnist.md",
+        seeds=1,
         full_scale=f"`experiment=fbn/fig{fig}` (CIFAR-10, 4 γ values; needs CIFAR-10 and a GPU)")
       for fig, attack, label, rule, rule_label in (
           (6, "sf", "sign flipping", "median", "coordinate-wise median"),
@@ -146,6 +146,6 @@ CLAIMS: list[Claim] = [
          "centralized": Quantity(FIG5, {METHOD: "centralized"})},
         (Check("FBN", "centralized", "within", 3.0, "as Fig. 3a at γ = 0: equal"),
          Check("FBN", "naive", "at_least", 0.0, "as Fig. 3a: FBN above naive BN (the paper gives no numbers)")),
-        seeds=3, figure="results/fbn/fig5_fmnist.md",
+        seeds=3,
         full_scale="`experiment=fbn/fig5` (CIFAR-10, 5 α values; needs CIFAR-10 and a GPU)"),
 ]

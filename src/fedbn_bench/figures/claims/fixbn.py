@@ -40,7 +40,7 @@ CLAIMS: list[Claim] = [
         E1, "fixbn/table1_fmnist",
         {"centralized BN": table1("central_bn"), "FedAvg BN": table1("fedavg_bn")},
         (Check("centralized BN", "FedAvg BN", "at_least", 15.0, "paper gap 46.4 points; a third of it"),),
-        seeds=3, figure="results/fixbn/table1_fmnist.md", full_scale=FULL_E1),
+        seeds=3, figure="results/fixbn/table1_fmnist/table1_fmnist.md", full_scale=FULL_E1),
     Claim(
         "fixbn/table1_gn_close",
         "§3.2 Table 1: in the same setting FedAvg + GN stays at its centralized accuracy (87.37 vs 87.46 %).",
@@ -48,7 +48,7 @@ CLAIMS: list[Claim] = [
         E1, "fixbn/table1_fmnist",
         {"centralized GN": table1("central_gn"), "FedAvg GN": table1("fedavg_gn")},
         (Check("centralized GN", "FedAvg GN", "within", 3.0, "paper gap 0.09 points, sd up to 1.16"),),
-        seeds=3, figure="results/fixbn/table1_fmnist.md", full_scale=FULL_E1),
+        seeds=3, figure="results/fixbn/table1_fmnist/table1_fmnist.md", full_scale=FULL_E1),
     Claim(
         "fixbn/fig1_fixbn_recovers",
         "§1 Fig. 1, Table 4: FixBN closes most of FedAvg + BN's gap at E = 1 (non-IID: FixBN 87.71 vs BN 45.96 %).",
@@ -56,7 +56,7 @@ CLAIMS: list[Claim] = [
         E1 + "; FixBN freezes its statistics at round 150", "fixbn/table1_fmnist",
         {"FedAvg FixBN": table1("fedavg_fixbn"), "FedAvg BN": table1("fedavg_bn")},
         (Check("FedAvg FixBN", "FedAvg BN", "at_least", 14.0, "paper gap 41.75 points (Table 4); a third of it"),),
-        seeds=3, figure="results/fixbn/table1_fmnist.md", full_scale=FULL_E1),
+        seeds=3, figure="results/fixbn/table1_fmnist/table1_fmnist.md", full_scale=FULL_E1),
     Claim(
         "fixbn/fig2a_statistics_settle",
         "§4.1 Fig. 2a: the global BN statistics keep changing early in training and settle later (which motivates "
@@ -67,7 +67,7 @@ CLAIMS: list[Claim] = [
          "change, first evaluation": Quantity(FIG2, {"norm.name": "bn"}, "first:bn_global_change", 1.0)},
         (Check("change, last evaluation", "change, first evaluation", "ratio_at_most", 0.5,
                "paper: curves only; 'converge' read as at least halving"),),
-        seeds=1, figure="results/fixbn/fig2a_fmnist.md"),
+        seeds=1, figure="results/fixbn/fig2ab_fmnist/fig2a_fmnist.md"),
     Claim(
         "fixbn/fig3_shards",
         "§5 Fig. 3, Table 5: under Shards FixBN beats BN and GN (CIFAR-10, E = 100: 76.56 vs 53.97 and 59.69 %).",
@@ -76,7 +76,7 @@ CLAIMS: list[Claim] = [
         {"FixBN": fig3("shards", "fixbn"), "BN": fig3("shards", "bn"), "GN": fig3("shards", "gn")},
         (Check("FixBN", "BN", "at_least", 7.5, "paper gap 22.6 points; a third of it"),
          Check("FixBN", "GN", "at_least", 5.6, "paper gap 16.9 points; a third of it")),
-        seeds=1, figure="results/fixbn/fig3_fmnist.md", full_scale=FULL_E100),
+        seeds=1, figure="results/fixbn/fig3_fmnist/fig3_fmnist.md", full_scale=FULL_E100),
     Claim(
         "fixbn/fig3_dirichlet",
         "§5 Fig. 3: FixBN is at least as good as BN and GN at every non-IID degree (here Dir(0.1)).",
@@ -85,7 +85,7 @@ CLAIMS: list[Claim] = [
         {"FixBN": fig3("dir0.1", "fixbn"), "BN": fig3("dir0.1", "bn"), "GN": fig3("dir0.1", "gn")},
         (Check("FixBN", "BN", "at_least", -1.0, "paper: FixBN ≥ BN (no number at Dir(0.1)); 1 point of noise"),
          Check("FixBN", "GN", "at_least", -1.0, "paper: FixBN ≥ GN (no number at Dir(0.1)); 1 point of noise")),
-        seeds=1, figure="results/fixbn/fig3_fmnist.md", full_scale=FULL_E100),
+        seeds=1, figure="results/fixbn/fig3_fmnist/fig3_fmnist.md", full_scale=FULL_E100),
     Claim(
         "fixbn/sec3_4_pooled_statistics",
         "§3.4, App. B.1: re-estimating the BN statistics on the pooled training data after FedAvg gains under "
@@ -95,6 +95,6 @@ CLAIMS: list[Claim] = [
         {"pooled statistics": fig3("dir0.1", "bn", "final:pooled_bn_test_acc"),
          "FedAvg statistics": fig3("dir0.1", "bn", "final:test_acc")},
         (Check("pooled statistics", "FedAvg statistics", "at_most", 1.0, "paper: gain 0.78 points, 'less than 1 %'"),),
-        seeds=1, figure="results/fixbn/fig3_fmnist.md",
+        seeds=1, figure="results/fixbn/fig3_fmnist/fig3_fmnist.md",
         full_scale="`experiment=fixbn/sec3_4` (Tiny-ImageNet, 640 rounds of E = 100; needs the data and a GPU)"),
 ]

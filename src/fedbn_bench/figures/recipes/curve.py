@@ -5,7 +5,8 @@ Declaration: ``rows`` (the override, or ``cfg:<key>``), ``metric`` (a ``metrics.
 default ``test_acc``, or a list of columns: one line per row and column); ``options``: ``scale``
 (default 100: fractions to %), ``expect`` (the rows the figure must show, in order: one without a
 run is named as missing), ``labels`` (``{row: label}``), ``column_labels`` (``{column: label}``),
-``ylabel``, ``yscale`` (matplotlib's, default ``linear``), ``digits`` (of the .md's values, default 2).
+``ylabel``, ``yscale`` (matplotlib's, default ``linear``), ``digits`` (of the .md's values, default 2),
+``where`` (``{override or cfg:<key>: value}``: only those runs, e.g. one γ of a sweep).
 
 The band is taken over the completed runs of a row, round by round (the rounds every one of them
 evaluated); a run that is not ``completed`` is drawn dashed, on its own, and named in the .md and on
@@ -37,7 +38,10 @@ def band(runs: list[RunRecord], column: str, scale: float = 100.0) -> tuple[list
 def groups(job: Job) -> dict[str, list[RunRecord]]:
     """Runs by row: the expected rows first (empty when missing), then the others, sorted."""
     found: dict[str, list[RunRecord]] = {}
+    where = {k: str(v) for k, v in job.figure.options.get("where", {}).items()}
     for run in job.runs:
+        if any(str(row_key(run, k)) != v for k, v in where.items()):
+            continue
         found.setdefault(row_key(run, job.figure.rows) or "?", []).append(run)
     expect = list(job.figure.options.get("expect", []))
     return {key: found.get(key, []) for key in [*expect, *sorted(set(found) - set(expect))]}

@@ -13,14 +13,13 @@ its row and is named under the table and on stderr; rows only we ran follow the 
 """
 from __future__ import annotations
 
-from typing import Optional
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from fedbn_bench.figures.base import (COMPLETED, Job, cell, md_table, mean_std, measure, recipe,  # noqa: E402
+from fedbn_bench.figures.base import (COMPLETED, Job, cell, md_table, mean_std, measure, number, recipe,  # noqa: E402
                                       row_key)
 from fedbn_bench.records.reader import RunRecord  # noqa: E402
 
