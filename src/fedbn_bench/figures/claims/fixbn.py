@@ -13,8 +13,10 @@ from fedbn_bench.figures.claims.base import Check, Claim, Quantity
 TABLE1 = "results/fixbn/table1_fmnist/runs"
 FIG2 = "results/fixbn/fig2ab_fmnist/runs"
 FIG3 = "results/fixbn/fig3_fmnist/runs"
+VARIANTS = "results/fixbn/variants_fmnist/runs"
 METHOD = "+experiment/fixbn/method"
 NONIID = "+experiment/fixbn/noniid"
+VARIANT = "+experiment/fixbn/fixbn_variant"
 E1 = ("Fashion-MNIST, ResNet-20, 5 clients with 2 classes each, E = 1 (communication every SGD step), batch 20, "
       "SGD without momentum, lr 0.2 (x0.1 at 50 % / 75 %), 300 rounds")
 E10 = ("Fashion-MNIST, ResNet-20, 5 clients, FedAvg with E = 10 local steps, batch 20, SGD momentum 0.9, lr 0.02 "
@@ -97,4 +99,25 @@ CLAIMS: list[Claim] = [
         (Check("pooled statistics", "FedAvg statistics", "at_most", 1.0, "paper: gain 0.78 points, 'less than 1 %'"),),
         seeds=1, figure="results/fixbn/fig3_fmnist/fig3_fmnist.md",
         full_scale="`experiment=fixbn/sec3_4` (Tiny-ImageNet, 640 rounds of E = 100; needs the data and a GPU)"),
+    Claim(
+        "fixbn/table_h_freeze_affine",
+        "App. C.1 Table H: what matters is freezing the statistics; also freezing (γ, β) changes little "
+        "(75.22 vs FixBN's 76.56 %), and both are far above BN (53.97 %).",
+        {"FixBN + frozen (γ, β)": 75.22, "FixBN": 76.56, "BN": 53.97},
+        E10 + ", Shards, one seed; FixBN and BN runs from fixbn/fig3_fmnist", "fixbn/variants_fmnist",
+        {"FixBN + frozen (γ, β)": Quantity(VARIANTS, {VARIANT: "fix_both"}), "FixBN": fig3("shards", "fixbn"),
+         "BN": fig3("shards", "bn")},
+        (Check("FixBN + frozen (γ, β)", "FixBN", "within", 3.0, "paper gap 1.34 points"),
+         Check("FixBN + frozen (γ, β)", "BN", "at_least", 7.0, "paper gap 21.25 points; a third of it")),
+        seeds=1, figure="results/fixbn/fig3_fmnist/fig3_fmnist.md", full_scale="`experiment=fixbn/table_h`"),
+    Claim(
+        "fixbn/fig_i_maintained_momentum",
+        "App. C.4 Fig. I: maintaining the local SGD momentum across rounds keeps FixBN at least as good.",
+        {"FixBN, maintained momentum": None, "FixBN": None},
+        E10 + ", Shards, one seed; the FixBN run from fixbn/fig3_fmnist", "fixbn/variants_fmnist",
+        {"FixBN, maintained momentum": Quantity(VARIANTS, {VARIANT: "local_momentum"}),
+         "FixBN": fig3("shards", "fixbn")},
+        (Check("FixBN, maintained momentum", "FixBN", "at_least", -1.0,
+               "paper: curves only, maintained momentum helps; 1 point of noise"),),
+        seeds=1, full_scale="`experiment=fixbn/fig_i`"),
 ]
