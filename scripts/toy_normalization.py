@@ -1,6 +1,6 @@
 """FBN paper Fig. 1 and Fig. 2 on the 2-D Gaussian toy (fbn_federated_batchnorm.txt §3-4).
 
-Writes into ``--out`` (default results/toy/):
+Writes into ``--out`` (default results/fbn/toy/):
 
 * ``fig1_centralized_vs_naive.png`` — one round of m=30 points per client, γ=0: centralized BN (a)
   and naive per-client BN (b); dots are the raw points, crosses the normalized ones.
@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--beta", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("results/toy"))
+    parser.add_argument("--out", type=Path, default=Path("results/fbn/toy"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 

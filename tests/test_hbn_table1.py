@@ -27,7 +27,7 @@ def test_sweep_runs_every_paper_row_into_the_results_dir():
     hydra = OmegaConf.load(CONF / "experiment" / "hbn" / "table1_mnist.yaml").hydra
     methods = str(hydra.sweeper.params["+experiment/hbn/table1_method"]).split(",")
     assert methods == [row["method"] for row in paper_rows()]
-    assert hydra.sweep.dir == "results/hbn_table1/runs"
+    assert hydra.sweep.dir == "results/hbn/table1_mnist/runs"
 
 
 @pytest.mark.parametrize("row", paper_rows(), ids=lambda row: row["method"])

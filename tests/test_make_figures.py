@@ -111,7 +111,7 @@ def test_curve_mean_and_seed_band(tmp_path, capsys):
 
 
 def test_all_draws_the_figures_with_runs_and_names_the_others(tmp_path, capsys):
-    table4_runs(tmp_path / "results" / "fedrbn_table4_paper" / "runs")
+    table4_runs(tmp_path / "results" / "fedrbn" / "table4" / "runs")
     assert main(["--all", "--root", str(tmp_path)], repo=ROOT) == 0
     captured = capsys.readouterr()
     assert captured.out.count("\n") == 1 and captured.out.startswith("fedrbn/table4: wrote ")

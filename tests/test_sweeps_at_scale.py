@@ -84,7 +84,7 @@ def test_hbn_lr_search_is_table1_mnist_with_one_row_searched():
     assert sweeper.params["+experiment/hbn/table1_method"] == "hbn"  # one row, not table1_mnist's list
     assert (cfg.dataset.name, cfg.model.name, cfg.num_clients, cfg.clients_per_round, cfg.alpha) == (
         "mnist", "simple_cnn", 100, 10, 0.1)  # HBN Table 1 on MNIST
-    assert cfg.hydra.sweep.dir == "results/hbn_lr_search/runs"
+    assert cfg.hydra.sweep.dir == "results/hbn/lr_search/runs"
 
 
 def test_optuna_lr_search_runs_three_tiny_trials(tmp_path):

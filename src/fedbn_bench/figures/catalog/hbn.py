@@ -43,9 +43,9 @@ def by_value(name: str, preset: str, key: str, groups: dict[str, str], title: st
 PHI = {"phi0.6": "φ = 0.6", "phi0.3": "φ = 0.3", "phi0.1": "φ = 0.1", "phi0.05": "φ = 0.05"}
 
 FIGURES: list[Figure] = [
-    Figure("hbn/table1_mnist", "hbn_table", out="results/hbn_table1", md="table.md", image="table1",
+    Figure("hbn/table1_mnist", "hbn_table", out="results/hbn/table1_mnist", md="table.md", image="table1",
            paper="hbn/table1_paper.csv", options={"table": "table1"}),
-    Figure("hbn/table4_mnist", "hbn_table", out="results/hbn_table4", md="table.md", image="table4",
+    Figure("hbn/table4_mnist", "hbn_table", out="results/hbn/table4_mnist", md="table.md", image="table4",
            paper="hbn/table4_paper.csv", options={"table": "table4", "column": "c10_phi0.6"}),
     Figure("hbn/table4", "hbn_table", paper="hbn/table4_paper.csv", options={"table": "table4", "column": "c10_phi0.6"}),
     *columns("table1", "experiment/hbn/table1_method", "table1_paper.csv", "HBN Table 1: FedAvg + 7 norms, CIFAR-10",
