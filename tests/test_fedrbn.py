@@ -287,12 +287,18 @@ def test_fedrbn_round_propagates_to_st_users_and_records_roles(tmp_path):
 
 
 def test_robust_accuracy_is_below_clean_accuracy_and_selection_uses_val_select(tmp_path):
-    sim = build_simulation(FEDRBN + ["val_fraction=0.5", "adversarial.steps=3"], tmp_path, rounds=2,
+    """And the summary reports every evaluation attack at the best validation round, as FedRBN Table 3
+    reads them (App. C.1): the default PGD-7 (``robust_acc``) and a labelled PGD-1 (``pgd1_acc``)."""
+    pgd = f"name:pgd,eps:{8 / 255},step_size:{2 / 255}"
+    attacks = f"adversarial.eval_attacks=[{{{pgd},steps:7}},{{{pgd},steps:1,label:pgd1}}]"
+    sim = build_simulation(FEDRBN + ["val_fraction=0.5", "adversarial.steps=3", attacks], tmp_path, rounds=2,
                            dtype=torch.float32)
     summary = sim.run()
     row = sim.loop.history[-1]
     assert row["robust_acc"] <= row["clean_acc"] and row["clean_acc"] == pytest.approx(row["test_acc"])
-    assert summary["model_selection"] == "val_select" and "robust_acc_at_best_val" in summary
+    assert summary["model_selection"] == "val_select"
+    best = next(r for r in sim.loop.history if r["round"] == summary["best_val_round"])
+    assert (summary["robust_acc_at_best_val"], summary["pgd1_acc_at_best_val"]) == (best["robust_acc"], best["pgd1_acc"])
 
 
 def macs(tmp_path, steps: int) -> float:

@@ -104,8 +104,8 @@ class RunLoop:
 
     def summary(self, status: str) -> dict[str, Any]:
         """The run's summary; with a validation split also the round of the best ``val_acc`` and
-        the test accuracy recorded there (``records/selection.py``)."""
-        from fedbn_bench.records.selection import best_validation
+        the test accuracy recorded there, and each robust evaluation's (``records/selection.py``)."""
+        from fedbn_bench.records.selection import REPORTED_AT_BEST, best_validation
 
         last = self.last
         return {
@@ -119,7 +119,7 @@ class RunLoop:
             **({"threads": self.s.threads} if self.s.threads else {}),
             **({"final_robust_acc": last["robust_acc"]} if "robust_acc" in last else {}),
             **({"train_macs_per_round": self.train_macs_per_round} if self.train_macs_per_round is not None else {}),
-            **best_validation(self.history),
+            **best_validation(self.history, (*REPORTED_AT_BEST, *self.evaluator.robust_attacks)),
             **self.s.labels,
         }
 

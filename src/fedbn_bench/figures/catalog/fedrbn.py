@@ -5,6 +5,9 @@ from fedbn_bench.figures.base import Figure
 
 RA_SA = {"ra": "summary:robust_acc_at_best_val", "sa": "summary:test_acc_at_best_val"}
 """FedRBN reports RA and SA at the best validation round (App. C.1; records/selection.py)."""
+TABLE3_ATTACKS = ("pgd20_16", "pgd100_8", "mia20_16", "mia100_8", "autoattack")
+"""Table 3's attack columns: each the ``label`` of an ``adversarial.eval_attacks`` entry of
+conf/experiment/fedrbn/table3.yaml, read at the best validation round as ``RA_SA``."""
 METHOD_LABELS = {"fedrbn": "FedRBN", "fedrbn_l1": "FedRBN λ=1", "fedrbn_l0": "FedRBN λ=0", "fatavg": "FATAvg",
                  "fatavg_dbn": "FATAvg+DBN", "fatbn": "FATBN", "fatprox": "FATProx", "local_at": "local AT",
                  "fedrbn_wo_prop": "FedRBN w/o prop"}
@@ -21,12 +24,9 @@ FIGURES: list[Figure] = [
     Figure("fedrbn/table2", "fedrbn_table", paper="fedrbn/table2_paper.csv", paper_where={"setting": "digits_20"}),
     Figure("fedrbn/table3", "paper_table", title="FedRBN Table 3: robust accuracy under stronger attacks (Digits)",
            paper="fedrbn/table3_paper.csv", rows="experiment/fedrbn/method",
-           metric={"pgd20_16": "final:pgd20_16_acc", "pgd100_8": "final:pgd100_8_acc",
-                   "mia20_16": "final:mia20_16_acc", "mia100_8": "final:mia100_8_acc",
-                   "autoattack": "final:autoattack_acc", "sa": "summary:final_test_acc"}),
+           metric={**{col: f"summary:{col}_acc_at_best_val" for col in TABLE3_ATTACKS}, "sa": RA_SA["sa"]}),
     Figure("fedrbn/table4", "paper_table", title="FedRBN Table 4: FedRBN vs full (Free) AT (Digits)",
-           paper="fedrbn/table4_paper.csv", rows="experiment/fedrbn/table4_row",
-           metric={"ra": "summary:final_robust_acc", "sa": "summary:final_test_acc"}),
+           paper="fedrbn/table4_paper.csv", rows="experiment/fedrbn/table4_row", metric=RA_SA),
     *(Figure(f"fedrbn/table1_{setting}_l{lam}", "paper_table", preset="fedrbn/table1",
              runs=f"results/fedrbn/table1/runs/{choice}-lambda{lam}",
              title=f"FedRBN Table 1: test BN and propagation weights, {TABLE1_SETTINGS[choice][1]}, λ = {lam}",
