@@ -191,17 +191,25 @@ def test_gaussians_are_seed_deterministic_and_checked():
         load_dataset("fedbn_gaussians", rho=1.0)
 
 
-def test_mlp_init_std_draws_every_linear_layer_from_n_0_alpha2():
+def test_mlp_init_std_draws_the_first_hidden_layer_only_from_n_0_alpha2():
+    """FedBN App. F's W_k, b_k ~ N(0, α²) for the first layer's neurons k (§4.2, App. A); every later
+    linear layer, the output layer included, keeps torch's init: |w| <= 1/sqrt(fan_in)."""
+    bn = lambda c, d: torch.nn.BatchNorm1d(c)  # noqa: E731
     torch.manual_seed(0)
-    model = build_model("mlp", lambda c, d: torch.nn.BatchNorm1d(c), (10,), 2, hidden_sizes=(100,), init_std=10.0)
-    hidden, head = model.features[1], model.head
-    assert hidden.weight.std().item() == pytest.approx(10.0, rel=0.05)
-    assert hidden.bias.std().item() == pytest.approx(10.0, rel=0.2) and head.weight.std().item() == pytest.approx(10.0, rel=0.2)
+    model = build_model("mlp", bn, (10,), 2, hidden_sizes=(100, 50), init_std=10.0)
+    first, second, head = model.features[1], model.features[4], model.head
+    assert first.weight.std().item() == pytest.approx(10.0, rel=0.05)
+    assert first.bias.std().item() == pytest.approx(10.0, rel=0.2)
+    for layer in (second, head):
+        bound = 1 / math.sqrt(layer.in_features)
+        assert layer.weight.abs().max() <= bound and layer.bias.abs().max() <= bound
     assert torch.equal(model.features[2].weight, torch.ones(100))
-    default = build_model("mlp", lambda c, d: torch.nn.BatchNorm1d(c), (10,), 2, hidden_sizes=(100,))
+    default = build_model("mlp", bn, (10,), 2, hidden_sizes=(100,))
     assert default.features[1].weight.abs().max() <= 1 / math.sqrt(10)
     with pytest.raises(ValueError, match="init_std"):
-        build_model("mlp", lambda c, d: torch.nn.BatchNorm1d(c), (10,), 2, init_std=0.0)
+        build_model("mlp", bn, (10,), 2, init_std=0.0)
+    with pytest.raises(ValueError, match="hidden_sizes"):
+        build_model("mlp", bn, (10,), 2, hidden_sizes=(), init_std=10.0)
 
 
 def test_fig9_preset_is_the_papers_setting():

@@ -12,10 +12,13 @@ so the number of norm layers equals ``len(hidden_sizes)``. Inputs of any shape a
 ``input_shape`` (2,), (64,) or (1, 8, 8) all work; an empty ``hidden_sizes`` gives a linear model
 whose features are the flattened input.
 
-``init_std`` (default ``None``: torch's init) draws the weight and the bias of every linear layer
-(each neuron's in-connection weights and bias) from ``N(0, init_std²)``: FedBN App. F initializes
-``W_k ~ N(0, α² I)``, ``b_k ~ N(0, α²)`` with ``α = 10``. The paper names the neurons ``k`` without
-saying which layer; we apply it to the output neurons too. The norm layers keep their own init.
+``init_std`` (default ``None``: torch's init) draws the weight and the bias of the first hidden
+linear layer (each of its neurons' in-connection weights and bias) from ``N(0, init_std²)``: FedBN
+App. F initializes ``W_k ~ N(0, α² I)``, ``b_k ~ N(0, α²)`` with ``α = 10`` for "neuron k", and
+FedBN's notation makes ``k`` a neuron of the first layer (§4.2: ``v_k``, ``k ∈ [m]``, the parameters
+of the first layer, ``m`` the width of the hidden layer; App. A: "parameters for the k-th neuron in
+the first layer"). Later hidden layers and the output layer keep torch's init, as do the norm
+layers; a model without a hidden layer refuses ``init_std``.
 """
 from __future__ import annotations
 
@@ -64,10 +67,12 @@ class MLP(FeatureClassifier):
         if init_std is not None:
             if not init_std > 0:
                 raise ValueError(f"mlp option 'init_std' must be > 0 or null, got {init_std!r}")
-            for module in self.modules():
-                if isinstance(module, nn.Linear):
-                    nn.init.normal_(module.weight, std=init_std)
-                    nn.init.normal_(module.bias, std=init_std)
+            if not sizes:
+                raise ValueError("mlp option 'init_std' initializes the first hidden layer (FedBN App. F): "
+                                 "give 'hidden_sizes' at least one size")
+            first = self.features[1]
+            nn.init.normal_(first.weight, std=init_std)
+            nn.init.normal_(first.bias, std=init_std)
 
     def forward_features(self, x: Tensor) -> Tensor:
         return self.features(x)
