@@ -62,7 +62,7 @@ FIG_E = Figure("fixbn/fig_e", "grid", preset="fixbn/fig_d_epochs",
 
 FIGURES: list[Figure] = [
     Figure("fixbn/fig1", "paper_table", title="FixBN Fig. 1: FL vs centralized at E = 1 (CIFAR-10 Shards, ResNet-20)",
-           rows="experiment/fixbn/method", metric=ACC, options={"labels": METHODS}),
+           rows="experiment/fixbn/fig1_method", metric=ACC, options={"labels": METHODS}),
     Figure("fixbn/table1", "paper_table", title="FixBN Table 1: centralized vs FL at E = 1, SGD without momentum",
            paper="fixbn/table1_paper.csv", rows="experiment/fixbn/method", metric=ACC),
     Figure("fixbn/fig2a", "curve", preset="fixbn/fig2ab",
