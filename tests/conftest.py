@@ -27,6 +27,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
 
 from fedbn_bench.config.schema import register_schemas
 from fedbn_bench.engine.settings import RunSettings
@@ -43,11 +44,21 @@ if WORKER_CORES:
     torch.set_num_threads(WORKER_CORES)
 
 
-def compose_config(overrides: list[str] | None = None):
-    """The composed config for ``overrides`` (``logger=none`` and no progress bar by default)."""
+def compose_config(overrides: list[str] | None = None, return_hydra_config: bool = False):
+    """The composed config for ``overrides`` (``logger=none`` and no progress bar by default); with
+    ``return_hydra_config`` also its ``hydra`` node (sweeper, sweep dir, runtime choices)."""
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=["logger=none", "progress=false", *(overrides or [])])
+        return compose(config_name="config", overrides=["logger=none", "progress=false", *(overrides or [])],
+                       return_hydra_config=return_hydra_config)
+
+
+def sweep_presets() -> list[str]:
+    """Every experiment file that declares a sweep of its own (``hydra.sweeper.params``; sweep value
+    files have none), as ``<paper>/<id>``."""
+    return [path.relative_to(CONF / "experiment").with_suffix("").as_posix()
+            for path in sorted((CONF / "experiment").rglob("*.yaml"))
+            if OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params")]
 
 
 def build_simulation(overrides: list[str], run_dir: Path, rounds: int = 2, dtype: torch.dtype = torch.float64,

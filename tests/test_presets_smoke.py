@@ -16,12 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from conftest import CONF, compose_config
+from conftest import CONF, compose_config, sweep_presets as presets
 from fedbn_bench.figures import recipes  # noqa: F401  (registers the recipes)
 from fedbn_bench.figures.base import row_key
 from fedbn_bench.figures.catalog import CATALOG
@@ -34,15 +32,6 @@ SMOKE = OmegaConf.load(CONF / "scale" / "smoke.yaml")
 SMOKE_KEYS = {"rounds": 1, "eval_every": 1, "progress": False, "checkpoint_every": 0, "count_macs": False,
               "algo.local_steps": 1}
 """What ``scale=smoke`` promises (conf/scale/smoke.yaml)."""
-
-
-def presets() -> list[str]:
-    """Every experiment file with a sweep of its own (sweep value files have none)."""
-    out = []
-    for path in sorted((CONF / "experiment").rglob("*.yaml")):
-        if OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params"):
-            out.append(path.relative_to(CONF / "experiment").with_suffix("").as_posix())
-    return out
 
 
 FAST: set[str] = {"fbn/fig3a_toy", "fbn/fig12", "fedbn/table12", "hbn/fig3", "hbn/table4"}
@@ -58,10 +47,7 @@ def first_values(preset: str) -> tuple[tuple[str, ...], bool]:
     """``key=first value`` for each parameter of the preset's composed sweep (choice, range and
     comma lists; a distribution such as optuna's ``interval`` is left to its sweeper) and whether the
     sweeper is a search (``n_trials``: cut to one trial)."""
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"experiment={preset}"], return_hydra_config=True)
-    sweeper = cfg.hydra.sweeper
+    sweeper = compose_config([f"experiment={preset}"], return_hydra_config=True).hydra.sweeper
     parser = OverridesParser.create()
     out = []
     for key, value in (sweeper.get("params") or {}).items():
