@@ -140,6 +140,20 @@ FIGURES: list[Figure] = [
     *curves("m", [(p, "e100") for p in CIFAR_NONIID], "E = 100"),
 ]
 
+FIGURES += [
+    Figure("fixbn/table1_fmnist", "paper_table",
+           title="FixBN Table 1 / Fig. 1 reduced to Fashion-MNIST: centralized vs FL at E = 1, SGD without momentum",
+           paper="fixbn/table1_paper.csv", rows="experiment/fixbn/method", metric={"acc": "summary:final_test_acc"},
+           out="results/fixbn/table1_fmnist", options={"labels": METHODS}),
+    Figure("fixbn/fig3_fmnist", "grid", title="FixBN Fig. 3 reduced to Fashion-MNIST: BN vs GN vs FixBN (E = 10)",
+           out="results/fixbn/fig3_fmnist", rows="experiment/fixbn/noniid", metric="final:test_acc",
+           options={"columns": "cfg:norm.name", "expect_rows": ["shards", "dir0.1"],
+                    "expect_columns": ["bn", "gn", "fixbn"], "labels": LABELS}),
+    replace(next(f for f in FIGURES if f.id == "fixbn/fig2a"), id="fixbn/fig2a_fmnist", preset="fixbn/fig2ab_fmnist",
+            out="results/fixbn/fig2ab_fmnist",
+            title="FixBN Fig. 2a reduced to Fashion-MNIST: L1 change of the global BN statistics, local vs global (E = 1)"),
+]
+
 NOT_COVERED: dict[str, str] = {
     "fixbn/sec3_3": "§3.3's decoupled round (frozen weights: clients update statistics by Eq. 1, the server averages "
                     "them; then weights trained in eval mode with the global statistics) is not implemented; "
