@@ -59,7 +59,7 @@ FIGURES: list[Figure] = [
       for panel, alpha in (("b", "0.1"), ("c", "0.01"))),
 ]
 
-FMNIST_NOTE = ("FBN reduced to Fashion-MNIST (`conf/experiment/fbn/fmnist_base.yaml`: FBN's CNN at half width, DSGD, "
+FMNIST_NOTE = ("FBN reduced to Fashion-MNIST (`conf/experiment/fbn/base/fmnist.yaml`: FBN's CNN at half width, DSGD, "
                "300 steps, B = 16), where naive BN's failure shows; the claims it decides: `results/CLAIMS.md`.")
 FMNIST_ROWS = "experiment/fbn/fig3a_method"
 

@@ -4,7 +4,7 @@ Thresholds come from the paper's numbers (§4 "Results", §5, App. C): where the
 of G points, the check asks for about a third of it; where it says two curves match ("≈",
 "matches", "unchanged"), the check allows 3 points where the paper's text reads as a tie (a tie
 within seed noise) and 5 where it only says "similar". Seeds: 3 wherever the claimed gap is under
-5 points. The reduced setting and why it can show FBN's mechanism: ``conf/experiment/fbn/fmnist_base.yaml``.
+5 points. The reduced setting and why it can show FBN's mechanism: ``conf/experiment/fbn/base/fmnist.yaml``.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Thresholds come from the paper's numbers (Tables 1, 4, 5, §3.4): where the pape
 G points, the check asks for about a third of it; where it says two values match, 3 points (the
 paper's own standard deviations reach 1.2). Seeds: 3 wherever the claimed gap is under 5 points,
 except the reduced Fig. 3 grid (one seed: its gaps are 17-23 points in Table 5). The reduced
-setting and why it can show FixBN's mechanism: ``conf/experiment/fixbn/fmnist_base.yaml``.
+setting and why it can show FixBN's mechanism: ``conf/experiment/fixbn/base/fmnist.yaml``.
 """
 from __future__ import annotations
 
