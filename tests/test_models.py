@@ -275,9 +275,20 @@ def test_lenet5_padding_on_digits() -> None:
 
 
 def test_model_options_listing() -> None:
-    assert model_options("fbn_cnn") == {"dropout": 0.25}
+    assert model_options("fbn_cnn") == {"dropout": 0.25, "width": 1.0}
     assert model_options("simple_cnn") == {}
     assert model_options("resnet18") == {"small_input": None, "pretrained": False}
+
+
+def test_fbn_cnn_width_scales_the_convolutions_only() -> None:
+    """Table 1's channels (64, 64, 128, 128) at width 1; half of each at 0.5; the 128-unit hidden layer kept."""
+    for width, channels in ((1.0, [64, 64, 128, 128]), (0.5, [32, 32, 64, 64])):
+        model = build_model("fbn_cnn", bn_factory, (1, 28, 28), 10, width=width)
+        convs = [m for m in model.features if isinstance(m, torch.nn.Conv2d)]
+        assert [c.out_channels for c in convs] == channels
+        assert model.fc.in_features == channels[-1] * 7 * 7 and model.fc.out_features == 128
+    with pytest.raises(ValueError, match="width"):
+        build_model("fbn_cnn", bn_factory, (1, 28, 28), 10, width=0)
 
 
 def test_unknown_model_name_lists_allowed() -> None:
