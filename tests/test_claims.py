@@ -55,14 +55,18 @@ def test_verdict_flips_with_the_run_records(tmp_path):
     assert len(judge(claim, tmp_path).measured["A"].values) == 2
 
 
-def test_runs_that_did_not_complete_never_count(tmp_path):
+def test_failed_or_unfinished_runs_never_count_and_diverged_runs_do(tmp_path):
     claim = toy_claim(seeds=1)
-    write_run(tmp_path, "a0", "a", 0, 0.95, status="diverged")
+    write_run(tmp_path, "a0", "a", 0, 0.95, status="failed")
     write_run(tmp_path, "b0", "b", 0, 0.10)
     verdict = judge(claim, tmp_path)
-    assert verdict.verdict == NOT_RUN and verdict.measured["A"].other == ["a0: diverged"]
+    assert verdict.verdict == NOT_RUN and verdict.measured["A"].other == ["a0: failed"]
     (tmp_path / RUNS / "a0" / "summary.json").unlink()                     # killed before its summary
     assert judge(claim, tmp_path).measured["A"].other == ["a0: no summary"]
+    write_run(tmp_path, "a1", "a", 0, 0.10, status="diverged")            # ended at chance: a measured outcome
+    verdict = judge(claim, tmp_path)
+    assert verdict.verdict == FAILS and verdict.measured["A"].values == pytest.approx([10.0])
+    assert verdict.measured["A"].other == ["a0: no summary", "a1: diverged (counted)"]
 
 
 @pytest.mark.parametrize("relation, a, b, passes", [

@@ -6,7 +6,10 @@ and its :class:`Check` relations, each with a threshold taken from the paper's o
 Declarations (``claims/<paper>.py``) are committed before the runs that decide them, so the git
 history shows every threshold predating its verdict. A verdict comes only from committed run records
 (``records/reader.py``): ``holds`` when every check passes on the means over seeds, ``fails`` when
-one does not, ``not run`` while any quantity has fewer completed runs than the claim's seeds.
+one does not, ``not run`` while any quantity has fewer counted runs than the claim's seeds. A run
+counts when it completed or diverged (divergence is the method's outcome in that setting: its
+record's value, e.g. chance accuracy, enters the mean); a failed, interrupted or unfinished run never
+counts and is listed.
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from fedbn_bench.figures.base import COMPLETED, load_runs, mean_std, measure
 from fedbn_bench.records.reader import RunRecord
 
 HOLDS, FAILS, NOT_RUN = "holds", "fails", "not run"
+COUNTED = (COMPLETED, "diverged")
+"""Run statuses whose records enter a claim's means (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -157,11 +162,13 @@ def measure_quantity(q: Quantity, runs: list[RunRecord]) -> Measured:
     for run in runs:
         if not matches(run, q.where):
             continue
-        value = measure(run, q.metric) if run.status == COMPLETED else None
+        value = measure(run, q.metric) if run.status in COUNTED else None
         if value is None:
             out.other.append(f"{run.path.name}: {run.status}")
         else:
             out.values.append(value * q.scale)
+            if run.status != COMPLETED:
+                out.other.append(f"{run.path.name}: {run.status} (counted)")
     return out
 
 
