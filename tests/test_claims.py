@@ -69,6 +69,16 @@ def test_failed_or_unfinished_runs_never_count_and_diverged_runs_do(tmp_path):
     assert verdict.measured["A"].other == ["a0: no summary", "a1: diverged (counted)"]
 
 
+def test_first_and_final_skip_cells_without_a_value(tmp_path):
+    run = write_run(tmp_path, "a0", "a", 0, 0.5)
+    (run / "metrics.csv").write_text("round,change\n20,nan\n40,250.0\n60,10.0\n")
+    claim = Claim("fixbn/toy", "", {}, "", "p", {"last": Quantity(RUNS, {}, "final:change", 1.0),
+                                                 "first": Quantity(RUNS, {}, "first:change", 1.0)},
+                  (Check("last", "first", "ratio_at_most", 0.5, ""),))
+    verdict = judge(claim, tmp_path)
+    assert verdict.measured["first"].values == [250.0] and verdict.verdict == HOLDS
+
+
 @pytest.mark.parametrize("relation, a, b, passes", [
     ("at_least", 30.0, 10.0, True), ("at_least", 29.0, 10.0, False),
     ("at_most", 12.0, 10.0, True), ("at_most", 12.5, 10.0, False),

@@ -170,12 +170,13 @@ def number(value: Any) -> Optional[float]:
 
 
 def measure(run: RunRecord, source: str) -> Optional[float]:
-    """The value of ``source`` (``summary:<key>``, ``final:<column>``, ``first:<column>``, ``best:<column>``) in ``run``."""
+    """The value of ``source`` (``summary:<key>``, ``final:<column>``, ``first:<column>``, ``best:<column>``) in ``run``;
+    a column's NaN cells (no value yet) are skipped."""
     kind, _, key = source.partition(":")
     if kind == "summary":
         return number(run.summary.get(key))
     _, values = run.curve(key)
-    values = [v for v in values if v is not None]
+    values = [v for v in values if v is not None and not math.isnan(v)]  # NaN: no value yet (a change since none)
     if not values:
         return None
     if kind == "final":
