@@ -155,7 +155,7 @@ FIGURES += [
            metric={"acc": "summary:final_test_acc"},
            options={"labels": {"fix_both": "FixBN, (γ, β) frozen too", "local_momentum": "FixBN, maintained momentum"}}),
     replace(next(f for f in FIGURES if f.id == "fixbn/fig2a"), id="fixbn/fig2a_fmnist", preset="fixbn/fig2ab_fmnist",
-            out="results/fixbn/fig2ab_fmnist",
+            out="results/fixbn/fig2ab_fmnist", rows="cfg:norm.name",
             title="FixBN Fig. 2a reduced to Fashion-MNIST: L1 change of the global BN statistics, local vs global (E = 1)"),
 ]
 
