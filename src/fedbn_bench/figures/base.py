@@ -150,6 +150,12 @@ def row_key(run: RunRecord, rows: Optional[str]) -> Optional[str]:
     return run.override(rows)
 
 
+def matching_runs(runs: list[RunRecord], where: Mapping[str, Any]) -> list[RunRecord]:
+    """The runs whose value of each ``where`` key (an override, or ``cfg:<key>``) equals the given value as text."""
+    want = {k: str(v) for k, v in where.items()}
+    return [r for r in runs if all(row_key(r, k) == v for k, v in want.items())]
+
+
 def load_runs(runs_dir: Path) -> list[RunRecord]:
     return read_runs(runs_dir) if runs_dir.exists() else []
 

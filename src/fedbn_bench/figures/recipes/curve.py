@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from fedbn_bench.figures.base import COMPLETED, Job, cell, md_table, mean_std, recipe, row_key  # noqa: E402
+from fedbn_bench.figures.base import COMPLETED, Job, cell, matching_runs, md_table, mean_std, recipe, row_key  # noqa: E402
 from fedbn_bench.records.reader import RunRecord  # noqa: E402
 
 
@@ -38,10 +38,7 @@ def band(runs: list[RunRecord], column: str, scale: float = 100.0) -> tuple[list
 def groups(job: Job) -> dict[str, list[RunRecord]]:
     """Runs by row: the expected rows first (empty when missing), then the others, sorted."""
     found: dict[str, list[RunRecord]] = {}
-    where = {k: str(v) for k, v in job.figure.options.get("where", {}).items()}
-    for run in job.runs:
-        if any(str(row_key(run, k)) != v for k, v in where.items()):
-            continue
+    for run in matching_runs(job.runs, job.figure.options.get("where", {})):
         found.setdefault(row_key(run, job.figure.rows) or "?", []).append(run)
     expect = list(job.figure.options.get("expect", []))
     return {key: found.get(key, []) for key in [*expect, *sorted(set(found) - set(expect))]}

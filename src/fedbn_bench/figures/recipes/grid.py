@@ -24,7 +24,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from fedbn_bench.figures.base import COMPLETED, Job, cell, md_table, mean_std, measure, recipe, row_key  # noqa: E402
+from fedbn_bench.figures.base import (COMPLETED, Job, cell, matching_runs, md_table, mean_std, measure, recipe,  # noqa: E402
+                                      row_key)
 from fedbn_bench.records.reader import RunRecord  # noqa: E402
 
 Cell = tuple[str, str, str]
@@ -47,8 +48,7 @@ def ordered(expected: list, found: set[str]) -> list[str]:
 def collect(job: Job) -> tuple[list[str], list[str], list[str], dict[Cell, list[RunRecord]]]:
     """Panels, rows, columns (expected first) and the runs of every cell (``where`` applied)."""
     fig, opts = job.figure, job.figure.options
-    where = {k: str(v) for k, v in opts.get("where", {}).items()}
-    runs = [r for r in job.runs if all(key(r, k) == v for k, v in where.items())]
+    runs = matching_runs(job.runs, opts.get("where", {}))
     groups: dict[Cell, list[RunRecord]] = {}
     for run in runs:
         groups.setdefault((key(run, opts.get("panels")), key(run, fig.rows), key(run, opts.get("columns"))),
