@@ -15,6 +15,7 @@ FIG3B = "results/fbn/fig3b_fmnist/runs"
 FIG4 = "results/fbn/fig4_fmnist/runs"
 GRID = "results/fbn/fig6_11_fmnist/runs"
 FIG5 = "results/fbn/fig5_fmnist/runs"
+PARITY = "results/fbn/parity_hbn_code"
 METHOD = "+experiment/fbn/fig3a_method"
 SCENARIO = "+experiment/fbn/byzantine_scenario"
 SETTING = ("Fashion-MNIST, FBN's CNN at half width, DSGD, n = 10 clients all participating, B = 16, 300 steps "
@@ -157,4 +158,19 @@ CLAIMS: list[Claim] = [
          Check("FBN", "naive", "at_least", 0.0, "as Fig. 3a: FBN above naive BN (the paper gives no numbers)")),
         seeds=3,
         full_scale="`experiment=fbn/fig5` (CIFAR-10, 5 α values; needs CIFAR-10 and a GPU)"),
+    Claim(
+        "fbn/parity_authors_code",
+        "Parity, not a paper sentence: HybridBN's FBN baseline (the only public FBN code, github:Hongyao-Chen/HybridBN "
+        "@ 1c0e151, FBN_main.py) and fedbn-bench's norm=fbn norm.variant=hbn_code run the same algorithm, so on the "
+        "same data they reach the same accuracy.",
+        {"authors' code": None, "fedbn-bench": None},
+        "Fashion-MNIST, Simple-CNN (1 input channel), FedAvg (one epoch, B = 4, lr 0.01 × 0.998 per round, "
+        "momentum 0.9, clip 10), 10 clients all participating, per-class Dirichlet α = 0.1 without a minimum size, "
+        "4 rounds; the authors' script run unmodified from a scratch directory (scripts/parity/README.md)",
+        "fbn/parity_hbn_code",
+        {"authors' code": Quantity(f"{PARITY}/authors", {}), "fedbn-bench": Quantity(f"{PARITY}/runs", {})},
+        (Check("fedbn-bench", "authors' code", "within", 3.0,
+               "the same algorithm: equal within seed noise (this file's 3 points for a tie)"),),
+        seeds=3,
+        full_scale="`experiment=hbn/table1` (CIFAR-10, 100 clients; needs CIFAR-10 and a GPU)"),
 ]
