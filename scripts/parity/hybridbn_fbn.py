@@ -17,7 +17,7 @@ Every other argument goes to their argparse (``FedBaseline/options/options.py``)
 ``--gpu -1``. The record (``records/reference_log.py``) goes to ``--record``.
 
     python scripts/parity/hybridbn_fbn.py --code /tmp/HybridBN --seed 0 \
-        --record results/fbn/parity_hbn_code/authors/authors-seed0 -- --communication_round 3 ...
+        --record results/fbn/parity_hbn_code/authors/authors-seed0 -- --communication_round 1 ...
 """
 from __future__ import annotations
 
