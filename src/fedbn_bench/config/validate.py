@@ -18,6 +18,8 @@ ENGINES = ("auto", "loop", "vmap", "packed")
 LOGGERS = ("wandb", "none")
 LOGGER_MODES = ("offline", "online", "disabled")
 SMALL_CLIENTS = ("refuse", "skip")
+MAX_REPLICAS = 100
+"""More seeds than this are a sweep (``-m seed=...``), not one stacked run with a directory per seed."""
 
 
 def _require(ok: bool, message: str) -> None:
@@ -35,7 +37,8 @@ def validate_config(cfg: Any) -> None:
     if p.name == "gamma":
         _require(0 <= p.gamma <= 1, f"gamma={p.gamma} is invalid: gamma-similarity `gamma` must be in [0, 1]")
     _require(cfg.seed >= 0, f"seed={cfg.seed} is invalid: `seed` must be >= 0")
-    _require(cfg.replicas >= 1, f"replicas={cfg.replicas} is invalid: the number of seeds trained together must be >= 1")
+    _require(1 <= cfg.replicas <= MAX_REPLICAS, f"replicas={cfg.replicas} is invalid: the number of seeds trained "
+             f"together must be in [1, {MAX_REPLICAS}] (more seeds: a sweep over `seed`)")
     if cfg.replicas > 1:
         _require(not cfg.resume, f"resume={cfg.resume} with replicas={cfg.replicas}: resume each replica's run "
                  "directory on its own (resume=<dir>/seed_<s> seed=<s> replicas=1, with the original overrides)")
