@@ -20,7 +20,8 @@ from fedbn_bench.adversarial.roles import assign_roles
 from fedbn_bench.adversarial.training import ADVERSARIAL_TRAINING, AdversarialTraining
 from fedbn_bench.algorithms import Algorithm, build_algorithm
 from fedbn_bench.core.roles import STANDARD
-from fedbn_bench.config.validate import validate_client_sizes, validate_config, validate_validation_split
+from fedbn_bench.config.validate import (CLIENT_TEST, validate_client_sizes, validate_config,
+                                         validate_validation_split)
 from fedbn_bench.data import DatasetBundle, dataset_has_natural_domains, load_dataset
 from fedbn_bench.engine.checkpoint import config_differences, load_checkpoint
 from fedbn_bench.core.aggregation import AGGREGATORS
@@ -57,8 +58,6 @@ def load_data(cfg: DictConfig) -> DatasetBundle:
         num_domains = cfg.partition.num_domains  # synthetic shifts only for data without its own domains
     return load_dataset(d.name, root=d.root, download=d.download, seed=cfg.seed, num_domains=num_domains, **d.options)
 
-
-CLIENT_TEST = ("domain", "shard")
 
 
 def domain_test_splits(data: DatasetBundle, client_domains: list[int],
