@@ -1,14 +1,18 @@
 """Run one fedbn-bench experiment (or a sweep with -m): ``python run.py norm=fbn partition=dirichlet alpha=0.1``."""
+import logging
+import math
 import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from fedbn_bench.cli import UserError, register_schemas
+from fedbn_bench.cli import UserError, missing_launcher, register_schemas
+from fedbn_bench.engine.run_loop import failure_record
 from fedbn_bench.engine.threads import available_cores
-from fedbn_bench.records.run_records import summary_line
+from fedbn_bench.records.run_records import RunRecorder, summary_line
 from fedbn_bench.runner import run_experiment
 
 register_schemas()
@@ -18,11 +22,21 @@ register_schemas()
 def main(cfg: DictConfig) -> float:
     hydra_cfg = HydraConfig.get()
     run_dir = hydra_cfg.runtime.output_dir
+    sweep = hydra_cfg.mode == RunMode.MULTIRUN
     try:
         summary = run_experiment(cfg, run_dir, jobs_at_once(hydra_cfg))
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        if not sweep:
+            sys.exit(2)
+        RunRecorder(run_dir).write_summary({"status": "failed", "rounds_completed": 0, **failure_record(err, 0)})
+        return math.nan
+    except Exception:
+        if not sweep:
+            raise
+        logging.getLogger("fedbn_bench").exception("job %s failed (summary.json says why; the sweep goes on)",
+                                                   Path(run_dir).name)
+        return math.nan
     for replica in summary.get("replicas", []):
         print(summary_line(replica, replica["run_dir"]))
     print(("mean of the replicas, " if "replicas" in summary else "") + summary_line(summary, run_dir))
@@ -40,4 +54,7 @@ def jobs_at_once(hydra_cfg) -> int:
 
 
 if __name__ == "__main__":
+    if (launcher_error := missing_launcher(sys.argv[1:])) is not None:
+        print(f"error: {launcher_error}", file=sys.stderr)
+        sys.exit(2)
     main()

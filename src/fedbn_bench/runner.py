@@ -5,10 +5,11 @@ dataset root, partition feasibility, batch size vs client data) runs before the 
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -19,7 +20,8 @@ from fedbn_bench.adversarial.roles import assign_roles
 from fedbn_bench.adversarial.training import ADVERSARIAL_TRAINING, AdversarialTraining
 from fedbn_bench.algorithms import Algorithm, build_algorithm
 from fedbn_bench.core.roles import STANDARD
-from fedbn_bench.config.validate import validate_client_sizes, validate_config, validate_validation_split
+from fedbn_bench.config.validate import (CLIENT_TEST, validate_client_sizes, validate_config,
+                                         validate_validation_split)
 from fedbn_bench.data import DatasetBundle, dataset_has_natural_domains, load_dataset
 from fedbn_bench.engine.checkpoint import config_differences, load_checkpoint
 from fedbn_bench.core.aggregation import AGGREGATORS
@@ -30,7 +32,8 @@ from fedbn_bench.engine.select import select_engine
 from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.engine.threads import apply_threads
-from fedbn_bench.errors import ConfigError
+from fedbn_bench.engine.run_loop import failure_record
+from fedbn_bench.errors import ConfigError, UserError
 from fedbn_bench.metrics import build_metric
 from fedbn_bench.models import build_model
 from fedbn_bench.norms import NormMethod, build_norm
@@ -55,8 +58,6 @@ def load_data(cfg: DictConfig) -> DatasetBundle:
         num_domains = cfg.partition.num_domains  # synthetic shifts only for data without its own domains
     return load_dataset(d.name, root=d.root, download=d.download, seed=cfg.seed, num_domains=num_domains, **d.options)
 
-
-CLIENT_TEST = ("domain", "shard")
 
 
 def domain_test_splits(data: DatasetBundle, client_domains: list[int],
@@ -148,6 +149,8 @@ def build_simulation(cfg: DictConfig, run_dir: str | Path, device: torch.device,
     aggregator = AGGREGATORS.get(cfg.aggregator.name)(cfg.aggregator)
     attack, aggregator, statistics_aggregator = build_byzantine(cfg.byzantine, cfg.num_clients, cfg.clients_per_round,
                                                                 cfg.seed, aggregator)
+    for rule in (aggregator, statistics_aggregator):
+        rule.check(cfg.clients_per_round)
     transforms = [TRANSFORMS.get(t.name)(t) for t in cfg.transforms] + ([attack] if attack else [])
     metrics = [build_metric(entry) for entry in OmegaConf.to_container(cfg.metrics, resolve=True)]
     torch.manual_seed(cfg.seed)
@@ -188,6 +191,27 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, jobs_at_once: int = 1) 
     device = resolve_device(cfg.device)
     if cfg.replicas > 1:
         return run_replicas(cfg, Path(run_dir), device, threads)
+    with failure_recorded(run_dir):
+        sim = prepare_run(cfg, run_dir, device, threads)
+    return sim.run()
+
+
+@contextlib.contextmanager
+def failure_recorded(run_dir: str | Path) -> Iterator[None]:
+    """A bug (any exception but a ``UserError``) while a run is built leaves a ``summary.json``
+    with status ``failed``, the error and round 0; a ``UserError`` leaves nothing (``run.py``
+    prints it as one line). Failures during the rounds are recorded by ``run_loop.drive``."""
+    try:
+        yield
+    except UserError:
+        raise
+    except Exception as err:
+        RunRecorder(run_dir).write_summary({"status": "failed", "rounds_completed": 0, **failure_record(err, 0)})
+        raise
+
+
+def prepare_run(cfg: DictConfig, run_dir: str | Path, device: torch.device, threads: int) -> Simulation:
+    """The simulation of one run (``replicas=1``), restored from its checkpoint with ``resume``."""
     config = OmegaConf.to_container(cfg, resolve=True)
     checkpoint = None
     if cfg.resume:
@@ -201,7 +225,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, jobs_at_once: int = 1) 
     sim.s.threads = threads
     if checkpoint is not None:
         sim.restore(checkpoint)
-    return sim.run()
+    return sim
 
 
 def run_replicas(cfg: DictConfig, run_dir: Path, device: torch.device, threads: int) -> dict[str, Any]:
@@ -213,7 +237,9 @@ def run_replicas(cfg: DictConfig, run_dir: Path, device: torch.device, threads: 
     seeds = [cfg.seed + r for r in range(cfg.replicas)]
     sims = []
     for seed, replica in zip(seeds, replica_configs(cfg, seeds, run_dir)):
-        sim = build_simulation(replica, run_dir / f"seed_{seed}", device, OmegaConf.to_container(replica, resolve=True))
+        with failure_recorded(run_dir / f"seed_{seed}"):
+            sim = build_simulation(replica, run_dir / f"seed_{seed}", device,
+                                   OmegaConf.to_container(replica, resolve=True))
         sim.s.threads = threads
         sims.append(sim)
     group = ReplicaGroup(sims, progress=cfg.progress)

@@ -87,8 +87,8 @@ def _check_params(name: str, params: dict, allowed: set[str]) -> None:
             raise ConfigError(f"{_KEY}: {name} has no parameter {key!r}; allowed: {', '.join(sorted(allowed))}")
         if key in _NONNEGATIVE and not (isinstance(value, (int, float)) and value >= 0):
             raise ConfigError(f"{_KEY}: {name}.{key} must be a number >= 0, got {value!r}")
-        if key in _COUNTS and not (isinstance(value, int) and value >= 0):
-            raise ConfigError(f"{_KEY}: {name}.{key} must be an integer >= 0, got {value!r}")
+        if key in _COUNTS and not (isinstance(value, int) and value >= 1):
+            raise ConfigError(f"{_KEY}: {name}.{key} must be an integer >= 1 (0 is no attack), got {value!r}")
 
 
 def _our_pgd(space: PixelSpace, seed: int, params: dict) -> EvalAttack:

@@ -137,7 +137,8 @@ class PGDTraining(AdversarialTraining):
         super().__init__(cfg, space)
         checks = [
             (cfg.eps >= 0, f"adversarial.eps={cfg.eps} is invalid: an L∞ radius in pixels >= 0 (e.g. 8/255)"),
-            (cfg.steps >= 0, f"adversarial.steps={cfg.steps} is invalid: must be >= 0"),
+            (cfg.steps >= 1, f"adversarial.steps={cfg.steps} is invalid: PGD takes >= 1 step (0 steps is no "
+                             "attack: adversarial=none trains clean)"),
             (cfg.step_size >= 0, f"adversarial.step_size={cfg.step_size} is invalid: must be >= 0"),
             (0 <= cfg.adv_weight <= 1, f"adversarial.adv_weight={cfg.adv_weight} is invalid: must be in [0, 1]"),
             (cfg.attack_mode in ATTACK_MODES,

@@ -94,6 +94,7 @@ class Algorithm:
             raise ConfigError(f"algo.momentum_carry='{carry}' is unknown; allowed: {', '.join(MOMENTUM_CARRY)}")
         if carry != "none" and not cfg.momentum:
             raise ConfigError(f"algo.momentum_carry='{carry}' needs SGD momentum: set algo.momentum > 0")
+        check_local_work(cfg)
         self.clip_grad_norm: Optional[float] = getattr(cfg, "clip_grad_norm", None)
         if self.clip_grad_norm is not None and not self.clip_grad_norm > 0:
             raise ConfigError(f"algo.clip_grad_norm={self.clip_grad_norm} is invalid: "
@@ -185,6 +186,22 @@ class Algorithm:
         if self.momentum_carry == "global":
             self.server_momentum = aggregate_states(aggregator, [u.extras["momentum"] for u in updates], weights)
         return aggregate_states(aggregator, [u.weights for u in updates], weights)
+
+
+def check_local_work(cfg: Any) -> None:
+    """Refuse local work that trains nothing or makes no sense: ``local_epochs`` and ``local_steps``
+    (when set) >= 1, SGD ``momentum`` in [0, 1), ``weight_decay`` >= 0."""
+    checks = [
+        (cfg.local_epochs >= 1, f"algo.local_epochs={cfg.local_epochs} is invalid: each sampled client trains "
+                                ">= 1 epoch (or set algo.local_steps)"),
+        (cfg.local_steps is None or cfg.local_steps >= 1,
+         f"algo.local_steps={cfg.local_steps} is invalid: >= 1 step, or null for algo.local_epochs epochs"),
+        (0 <= cfg.momentum < 1, f"algo.momentum={cfg.momentum} is invalid: SGD momentum is in [0, 1)"),
+        (cfg.weight_decay >= 0, f"algo.weight_decay={cfg.weight_decay} is invalid: must be >= 0"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)
 
 
 def clip_by_total_norm(grads: State, max_norm: float, norm_out: torch.Tensor) -> State:

@@ -7,7 +7,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from fedbn_bench.algorithms.schedules import validate_schedule
+from fedbn_bench.engine.run_loop import EVAL_STATISTICS
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.partition.dirichlet import SCHEMES
 
@@ -18,6 +21,9 @@ ENGINES = ("auto", "loop", "vmap", "packed")
 LOGGERS = ("wandb", "none")
 LOGGER_MODES = ("offline", "online", "disabled")
 SMALL_CLIENTS = ("refuse", "skip")
+CLIENT_TEST = ("domain", "shard")
+MAX_REPLICAS = 100
+"""More seeds than this are a sweep (``-m seed=...``), not one stacked run with a directory per seed."""
 
 
 def _require(ok: bool, message: str) -> None:
@@ -28,14 +34,28 @@ def _require(ok: bool, message: str) -> None:
 def validate_config(cfg: Any) -> None:
     """Raise ``ConfigError`` for the first invalid value of ``cfg``."""
     p = cfg.partition
+    # the aliases are checked whichever partition reads them: a value no partition can mean is refused
+    _require(cfg.alpha > 0, f"alpha={cfg.alpha} is invalid: the Dirichlet concentration `alpha` must be > 0")
+    _require(0 <= cfg.gamma <= 1, f"gamma={cfg.gamma} is invalid: gamma-similarity `gamma` must be in [0, 1]")
+    _require(cfg.dirichlet_scheme in SCHEMES,
+             f"dirichlet_scheme='{cfg.dirichlet_scheme}' is unknown; allowed: {', '.join(SCHEMES)}")
+    _require(cfg.crop_padding >= 0, f"crop_padding={cfg.crop_padding} is invalid: must be >= 0 (0: no padding)")
     if p.name == "dirichlet":
         _require(p.alpha > 0, f"alpha={p.alpha} is invalid: the Dirichlet concentration `alpha` must be > 0")
         _require(p.scheme in SCHEMES,
                  f"partition.scheme='{p.scheme}' is unknown; allowed: {', '.join(SCHEMES)}")
     if p.name == "gamma":
         _require(0 <= p.gamma <= 1, f"gamma={p.gamma} is invalid: gamma-similarity `gamma` must be in [0, 1]")
+    _require(cfg.eval_statistics in EVAL_STATISTICS,
+             f"eval_statistics='{cfg.eval_statistics}' is unknown; allowed: {', '.join(EVAL_STATISTICS)}")
+    _require(cfg.client_test in CLIENT_TEST,
+             f"client_test='{cfg.client_test}' is unknown; allowed: {', '.join(CLIENT_TEST)}")
+    for i, transform in enumerate(cfg.transforms):
+        _require(OmegaConf.is_dict(transform) and "name" in transform,
+                 f"transforms[{i}]={transform!r} is invalid: each entry is a mapping {{name: <transform>, ...}}")
     _require(cfg.seed >= 0, f"seed={cfg.seed} is invalid: `seed` must be >= 0")
-    _require(cfg.replicas >= 1, f"replicas={cfg.replicas} is invalid: the number of seeds trained together must be >= 1")
+    _require(1 <= cfg.replicas <= MAX_REPLICAS, f"replicas={cfg.replicas} is invalid: the number of seeds trained "
+             f"together must be in [1, {MAX_REPLICAS}] (more seeds: a sweep over `seed`)")
     if cfg.replicas > 1:
         _require(not cfg.resume, f"resume={cfg.resume} with replicas={cfg.replicas}: resume each replica's run "
                  "directory on its own (resume=<dir>/seed_<s> seed=<s> replicas=1, with the original overrides)")

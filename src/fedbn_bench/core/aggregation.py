@@ -35,6 +35,10 @@ class Aggregator:
         """One value from the clients' ``values`` ``(n, ...)`` with ``weights`` ``(n,)``."""
         return weighted_mean(values, weights)
 
+    def check(self, n: int) -> None:
+        """Refuse to aggregate ``n`` clients when the rule cannot (raises ``ConfigError``; the
+        weighted mean takes any number)."""
+
     def aggregate_many(self, stacks: dict[str, torch.Tensor], weights: torch.Tensor) -> dict[str, torch.Tensor]:
         """Several keys of one state at once (default: key by key; a rule that measures distances
         between clients overrides it to see the whole state)."""

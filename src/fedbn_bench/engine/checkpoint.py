@@ -18,7 +18,9 @@ import torch
 from fedbn_bench.errors import ConfigError
 
 FILENAME = "checkpoint.pt"
-FORMAT = 1
+FORMAT = 2
+"""2: the round pipeline's state (``RoundRunner``, ``ClientStore``) as written since the pipeline
+change; checkpoints of format 1 (before it) do not restore into it."""
 RESUME_FREE_KEYS = ("resume", "checkpoint_every", "progress", "device", "logger", "engine")
 """Config keys that may differ between a run and its resumption (they do not change its numbers
 beyond the engines' float tolerance)."""
@@ -42,8 +44,11 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
     if not path.is_file():
         raise ConfigError(f"resume={run_dir}: no {FILENAME} there; run with checkpoint_every > 0 to write one")
     state = torch.load(path, map_location=device, weights_only=True)
-    if state.get("format") != FORMAT:
-        raise ConfigError(f"resume={run_dir}: checkpoint format {state.get('format')} is not {FORMAT}")
+    found = state.get("format")
+    if found != FORMAT:
+        raise ConfigError(f"resume={run_dir}: its {FILENAME} has format {found}, this version reads format {FORMAT} "
+                          "only (older checkpoints were written before the round pipeline changed and cannot be "
+                          "resumed); start the run again without `resume`")
     return state
 
 

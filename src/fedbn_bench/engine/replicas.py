@@ -62,7 +62,7 @@ class ReplicaGroup:
                      lambda active, round_idx: self.train_round([self.sims[i] for i in active], round_idx),
                      self.progress, desc=f"rounds ({len(self.sims)} replicas)")
 
-    def train_round(self, sims: list[Simulation], round_idx: int) -> list[torch.Tensor]:
+    def train_round(self, sims: list[Simulation], round_idx: int) -> list[Optional[torch.Tensor]]:
         """Round ``round_idx`` of ``sims``: planned by each, trained together, completed by each."""
         plans = [sim.rounds.plan(round_idx) for sim in sims]
         if self.backend is None:
@@ -70,7 +70,7 @@ class ReplicaGroup:
                        for sim, plan in zip(sims, plans)]
         else:
             results = self.train_together(plans, round_idx)
-        return [sim.rounds.complete(plan, result) if plan else torch.zeros(())
+        return [sim.rounds.complete(plan, result) if plan else None
                 for sim, plan, result in zip(sims, plans, results)]
 
     def train_together(self, plans: list[Optional[RoundPlan]], round_idx: int) -> list[Optional[list[ClientResult]]]:

@@ -73,11 +73,12 @@ class RoundRunner:
         sizes = self.store.sizes[clients]
         return self.fed.norm.client_weights(self.fed.algo.client_weights(sizes), sizes)
 
-    def run_round(self, round_idx: int) -> torch.Tensor:
-        """One training round; returns the mean training loss of its clients."""
+    def run_round(self, round_idx: int) -> Optional[torch.Tensor]:
+        """One training round; returns the mean training loss of its clients, or ``None`` when no
+        sampled client holds a full batch (nothing trained, nothing changes, no loss to record)."""
         plan = self.plan(round_idx)
         if plan is None:
-            return torch.zeros(())  # no sampled client holds a full batch: nothing changes
+            return None
         return self.complete(plan, self.backend.train(plan.jobs, round_idx, plan.lr))
 
     def plan(self, round_idx: int) -> Optional[RoundPlan]:

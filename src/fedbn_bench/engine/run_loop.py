@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from tqdm.auto import tqdm
@@ -49,18 +49,20 @@ class RunLoop:
         """Start the clock (continuing a restored run's elapsed time)."""
         self.start = time.perf_counter() - self.elapsed
 
-    def after_round(self, round_idx: int, loss: torch.Tensor, seconds: float) -> bool:
+    def after_round(self, round_idx: int, loss: Optional[torch.Tensor], seconds: float) -> bool:
         """Everything after training round ``round_idx`` (which took ``seconds`` and gave the mean
-        ``loss``): HBN's final statistics round, evaluation and records, the checkpoint. Returns
-        whether the run diverged (a non-finite loss; recorded, nothing saved after it)."""
+        ``loss``, ``None`` when no client trained): HBN's final statistics round, evaluation and
+        records, the checkpoint. Returns whether the run diverged (a non-finite loss; recorded,
+        nothing saved after it)."""
         s = self.s
         self.train_seconds += seconds
-        self.pending_losses.append(loss)
+        if loss is not None:
+            self.pending_losses.append(loss)
         self.rounds_completed = round_idx + 1
         fresh = self.rounds_completed == s.rounds and self.fed.norm.final_statistics_round
         if fresh:
             self.rounds.statistics_round(s.rounds)
-        diverged = not torch.isfinite(loss).item()
+        diverged = loss is not None and not torch.isfinite(loss).item()
         if diverged or self.rounds_completed % s.eval_every == 0 or self.rounds_completed == s.rounds:
             self.last = self.record(round_idx + 1, reestimate=self.reestimate and not fresh and not diverged)
             self.best = max(self.best, self.last["test_acc"])
@@ -70,15 +72,16 @@ class RunLoop:
             save_checkpoint(self.recorder.run_dir, self.checkpoint_state())
         return diverged
 
-    def finish(self, status: str) -> dict[str, Any]:
-        """Write and log the summary of the run, ended with ``status``."""
-        summary = self.summary(status)
+    def finish(self, status: str, failure: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Write and log the summary of the run, ended with ``status`` (``failure``: what a failed
+        run records of its exception, ``failure_record``)."""
+        summary = {**self.summary(status), **(failure or {})}
         self.recorder.write_summary(summary)
         self.logger.finish(summary)
         return summary
 
-    def run_round(self, round_idx: int) -> torch.Tensor:
-        """One round; with ``count_macs``, the first one this run trains is counted."""
+    def run_round(self, round_idx: int) -> Optional[torch.Tensor]:
+        """One round (its mean loss, ``None`` when no client trained); with ``count_macs``, the first one this run trains is counted."""
         if not self.s.count_macs or self.train_macs_per_round is not None:
             return self.rounds.run_round(round_idx)
         with flop_counter() as counter:
@@ -93,7 +96,7 @@ class RunLoop:
         if reestimate:
             state = {**self.store.global_state, **self.rounds.fresh_statistics(round_number - 1)}
         row = {"round": round_number, **self.s.labels, **self.evaluator.evaluate(state)}
-        row["train_loss"] = torch.stack(self.pending_losses).mean().item()
+        row["train_loss"] = torch.stack(self.pending_losses).mean().item() if self.pending_losses else math.nan
         self.pending_losses = []
         row["lr"] = learning_rate(self.s.lr, self.s.schedule, round_number - 1, self.s.rounds)
         row["wall_s"] = time.perf_counter() - self.start
@@ -168,9 +171,9 @@ class RunLoop:
             self.history.append(row)
 
 
-TrainRound = Callable[[list[int], int], list[torch.Tensor]]
+TrainRound = Callable[[list[int], int], list[Optional[torch.Tensor]]]
 """``(active, round_idx) -> losses``: trains round ``round_idx`` of the loops at indices ``active``
-and returns the mean loss of each."""
+and returns the mean loss of each (``None`` for a loop none of whose sampled clients trained)."""
 
 
 def drive(loops: Sequence[RunLoop], train_round: TrainRound, progress: bool, desc: str = "rounds") -> list[dict[str, Any]]:
@@ -181,6 +184,8 @@ def drive(loops: Sequence[RunLoop], train_round: TrainRound, progress: bool, des
     (the exception is raised after the summaries are written)."""
     start, total = loops[0].rounds_completed, loops[0].s.rounds
     status = ["running"] * len(loops)
+    failure: dict[str, Any] = {}
+    round_idx = start
     for loop in loops:
         loop.begin()
     bar = tqdm(range(start, total), desc=desc, unit="round", disable=not progress, dynamic_ncols=True,
@@ -203,13 +208,20 @@ def drive(loops: Sequence[RunLoop], train_round: TrainRound, progress: bool, des
         status = ["completed" if st == "running" else st for st in status]
     except KeyboardInterrupt:
         status = ["interrupted" if st == "running" else st for st in status]
-    except Exception:
+    except Exception as err:
         status = ["failed" if st == "running" else st for st in status]
+        failure = failure_record(err, round_idx + 1)
         raise
     finally:
         bar.close()
-        summaries = [loop.finish(st) for loop, st in zip(loops, status)]
+        summaries = [loop.finish(st, failure if st == "failed" else None) for loop, st in zip(loops, status)]
     return summaries
+
+
+def failure_record(err: BaseException, round_number: int) -> dict[str, Any]:
+    """What ``summary.json`` of a failed run says about why: the exception's type and message and
+    the round it happened in (1-based; 0: while the run was built, before the first round)."""
+    return {"error_type": type(err).__name__, "error": str(err), "error_round": round_number}
 
 
 EVAL_STATISTICS = ("auto", "stored", "reestimate")

@@ -86,7 +86,7 @@ class Simulation:
         self.evaluator = Evaluator(fed, self.store, metrics, settings.eval_batch_size, settings.seed, batch_size)
         self.loop = RunLoop(fed, self.store, self.rounds, self.evaluator, settings, recorder, logger, config)
 
-    def run_round(self, round_idx: int) -> torch.Tensor:
+    def run_round(self, round_idx: int) -> Optional[torch.Tensor]:
         return self.rounds.run_round(round_idx)
 
     def run(self) -> dict[str, Any]:

@@ -154,6 +154,8 @@ def build_metric(entry: str | Mapping[str, Any]) -> Metric:
     """The metric of one ``metrics`` entry: a registered name, or a mapping with ``name`` and
     the metric's keyword options; an unknown name or option is one ``ConfigError``."""
     if isinstance(entry, str):
+        if entry not in METRICS.names():
+            raise ConfigError(f"metrics: unknown metric '{entry}'; allowed: {', '.join(METRICS.names())}")
         return METRICS.get(entry)()
     options = dict(entry)
     name = options.pop("name", None)

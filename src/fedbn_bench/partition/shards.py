@@ -16,7 +16,8 @@
     most one when N does not divide evenly); each client receives
     ``shards_per_client`` shards chosen at random.
 
-The parameter belonging to the other mode is ignored.
+The count belonging to the other mode is unused, but must still be a valid count (>= 1): a value
+no mode can mean is refused rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -117,10 +118,10 @@ def shards(
 ) -> list[torch.Tensor]:
     if mode not in MODES:
         raise PartitionError(f"mode must be one of {', '.join(MODES)} for partition 'shards' (got {mode!r})")
+    cpc = check_int("classes_per_client", classes_per_client, minimum=1, partition="shards")
+    spc = check_int("shards_per_client", shards_per_client, minimum=1, partition="shards")
     if mode == "classes":
-        cpc = check_int("classes_per_client", classes_per_client, minimum=1, partition="shards")
         owner = _by_classes(labels, num_clients, generator, cpc)
     else:
-        spc = check_int("shards_per_client", shards_per_client, minimum=1, partition="shards")
         owner = _sorted_shards(labels, num_clients, generator, spc)
     return parts_from_owner(owner, num_clients)

@@ -26,6 +26,15 @@ class RunRecord:
     def status(self) -> str:
         return self.summary.get("status", "no summary")
 
+    @property
+    def status_text(self) -> str:
+        """The status with, for a failed run, the error its summary recorded (``failed (ValueError:
+        ..., round 3)``), as figures and tables name a run they leave out."""
+        if self.status != "failed" or "error_type" not in self.summary:
+            return self.status
+        where = f"round {self.summary['error_round']}" if self.summary.get("error_round") else "before round 1"
+        return f"failed ({self.summary['error_type']}: {self.summary.get('error', '')}, {where})"
+
     def get(self, dotted: str, default: Any = None) -> Any:
         """A config value by dotted key (``"adversarial.at_fraction"``)."""
         node: Any = self.config

@@ -48,10 +48,21 @@ class RobustAggregator(Aggregator):
         """The aggregate ``(d,)`` of ``flat`` ``(n, d)``."""
         raise NotImplementedError
 
+    def needs_more_than(self, f: int) -> tuple[int, str]:
+        """The rule's precondition on the number ``n`` of clients it aggregates: ``n`` must exceed
+        the returned bound, given with its formula (default: a majority of honest clients,
+        ``n > 2f``, the breakdown point of the median, trimmed mean and geometric median; it also
+        covers NNM's ``n > f``, mixing each client with its ``n − f`` nearest)."""
+        return 2 * f, "2f"
+
     def check(self, n: int) -> None:
-        """Refuse ``n`` values the rule cannot aggregate with its ``f``."""
-        if self.cfg.nnm and n <= self.cfg.f:
-            raise ConfigError(f"aggregator {self.cfg.name} with nnm needs more than f={self.cfg.f} clients, got {n}")
+        """Refuse ``n`` values the rule cannot aggregate with its ``f`` (before training, with
+        ``n = clients_per_round``; again in each round, with the clients that trained)."""
+        f = self.cfg.f
+        bound, formula = self.needs_more_than(f)
+        if n <= bound:
+            raise ConfigError(f"{self.cfg.name} with f={f} needs more than {formula} = {bound} clients per round, "
+                              f"got {n}: lower `f` or raise `clients_per_round`")
 
     def __call__(self, values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         n = values.shape[0]
@@ -96,12 +107,6 @@ class TrimmedMean(RobustAggregator):
 
     coordinate_wise = True
 
-    def check(self, n: int) -> None:
-        super().check(n)
-        if n <= 2 * self.cfg.f:
-            raise ConfigError(f"aggregator trimmed_mean trims f={self.cfg.f} per side: it needs more than "
-                              f"{2 * self.cfg.f} clients, got {n}")
-
     def rule(self, flat: torch.Tensor) -> torch.Tensor:
         f = self.cfg.f
         return flat.sort(dim=0).values[f:flat.shape[0] - f].mean(0)
@@ -110,6 +115,10 @@ class TrimmedMean(RobustAggregator):
 @AGGREGATORS.register("krum")
 class Krum(RobustAggregator):
     """The row with the smallest mean squared distance to its ``n − f − 1`` nearest other rows."""
+
+    def needs_more_than(self, f: int) -> tuple[int, str]:
+        """Krum's guarantee needs ``n > 2f + 2`` (Blanchard et al. 2017)."""
+        return 2 * f + 2, "2f + 2"
 
     def rule(self, flat: torch.Tensor) -> torch.Tensor:
         n = flat.shape[0]

@@ -108,7 +108,7 @@ def make(job: Job) -> None:
     panels: list[Panel] = []
     for run in job.runs:
         if run.status != COMPLETED:
-            job.problem(f"run {run.path.name} is {run.status} (not drawn)")
+            job.problem(f"run {run.path.name} is {run.status_text} (not drawn)")
             continue
         for layer, label in layers.items():
             found = final_points(run, layer)

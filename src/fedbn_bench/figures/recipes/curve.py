@@ -76,7 +76,7 @@ def make(job: Job) -> None:
         row_label = labels.get(key, key)
         for run in runs:
             if run.status != COMPLETED:
-                job.problem(f"{row_label}: run {run.path.name} is {run.status} (not in the band)")
+                job.problem(f"{row_label}: run {run.path.name} is {run.status_text} (not in the band)")
         if not runs:
             job.problem(f"{row_label}: no run (missing)")
     what = columns[0] if len(columns) == 1 else "value"

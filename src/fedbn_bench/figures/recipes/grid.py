@@ -76,7 +76,7 @@ def values(job: Job) -> tuple[list[str], list[str], list[str], dict[Cell, tuple]
                     job.problem(f"{name}: no run (missing)")
                 for run in group:
                     if run.status != COMPLETED:
-                        job.problem(f"{name}: run {run.path.name} is {run.status} (not in the means)")
+                        job.problem(f"{name}: run {run.path.name} is {run.status_text} (not in the means)")
                 done = [measure(run, source) for run in group if run.status == COMPLETED]
                 done = [v * scale for v in done if v is not None]
                 mean, sd = mean_std(done)
