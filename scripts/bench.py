@@ -28,7 +28,7 @@ rounds before ``--rounds`` timed ones, and is timed ``--repeats`` times in alter
 table reports, per row, the repeat with the fastest median round. Peak memory is
 ``torch.cuda.max_memory_allocated`` on CUDA and the peak resident set size of the process
 (``resource.getrusage(RUSAGE_SELF).ru_maxrss``, Python and torch included) on CPU. The table is
-printed and written to ``results/bench/<preset>.csv`` with each row's speed ratio to the typical
+printed and written to ``results/bench/<preset>.csv`` (``gpu_<preset>.csv`` with ``--device cuda``) with each row's speed ratio to the typical
 loop measured in the same invocation (wall time and process CPU time; CPU time is less sensitive
 to other processes sharing the machine).
 
@@ -533,7 +533,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table["overrides"] = " ".join(args.override)
-    name = args.preset + ("_algos" if args.algo else "") + override_suffix(args.override)
+    name = ("gpu_" if args.device == "cuda" else "") + args.preset + ("_algos" if args.algo else "") + override_suffix(args.override)
     table.to_csv(out / f"{name}.csv", index=False, float_format="%.4g")
     print(f"wrote {out / (name + '.csv')}")
 

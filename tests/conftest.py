@@ -62,12 +62,13 @@ def sweep_presets() -> list[str]:
 
 
 def build_simulation(overrides: list[str], run_dir: Path, rounds: int = 2, dtype: torch.dtype = torch.float64,
-                     engine: str = "loop", simulation: type[Simulation] = Simulation, **options) -> Simulation:
-    """A CPU simulation of ``overrides`` with its model and data in ``dtype``, evaluating every
-    round (nothing run yet); ``options`` go to ``RunSettings``."""
+                     engine: str = "loop", simulation: type[Simulation] = Simulation, device: str = "cpu",
+                     **options) -> Simulation:
+    """A simulation of ``overrides`` on ``device`` (the CPU by default) with its model and data in
+    ``dtype``, evaluating every round (nothing run yet); ``options`` go to ``RunSettings``."""
     cfg = compose_config(overrides)
     torch.manual_seed(cfg.seed)
-    fed, _ = build_federation(cfg, torch.device("cpu"))
+    fed, _ = build_federation(cfg, torch.device(device))
     fed.model.to(dtype)
     for split in (fed.data.train, fed.data.test):
         split.x = split.x.to(dtype)

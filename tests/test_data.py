@@ -454,6 +454,7 @@ def test_random_crop_flip_determinism():
         random_crop_flip(x[0], g)
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_random_crop_flip_cuda_generator():
     x = torch.rand(16, 3, 8, 8, device="cuda")

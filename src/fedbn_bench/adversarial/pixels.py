@@ -36,8 +36,8 @@ class PixelSpace:
     def of(cls, mean: torch.Tensor | None, std: torch.Tensor | None, channels: int) -> "PixelSpace":
         """The space of a dataset normalized by ``mean``/``std`` (shape ``()`` or ``(channels,)``);
         ``None`` stands for the identity (mean 0, std 1)."""
-        mean_t = torch.zeros(channels) if mean is None else torch.as_tensor(mean, dtype=torch.float32)
-        std_t = torch.ones(channels) if std is None else torch.as_tensor(std, dtype=torch.float32)
+        mean_t = torch.zeros(channels, device="cpu") if mean is None else torch.as_tensor(mean, dtype=torch.float32, device="cpu")
+        std_t = torch.ones(channels, device="cpu") if std is None else torch.as_tensor(std, dtype=torch.float32, device="cpu")
         for name, stat in (("mean", mean_t), ("std", std_t)):
             if stat.shape not in (torch.Size([]), torch.Size([channels])):
                 raise ValueError(f"{name} must have shape () or ({channels},), got {tuple(stat.shape)}")

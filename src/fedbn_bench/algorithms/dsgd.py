@@ -48,11 +48,11 @@ class DSGD(Algorithm):
         return 1
 
     def client_weights(self, sizes: torch.Tensor) -> torch.Tensor:
-        return torch.full((len(sizes),), 1.0 / len(sizes))
+        return torch.full((len(sizes),), 1.0 / len(sizes), device=sizes.device)
 
     def start(self, params: State, client_state: dict[str, Any]) -> LocalTree:
         momentum = client_state.get("momentum", {})
-        started = client_state.get("started", torch.zeros((), dtype=torch.bool))
+        started = client_state.get("started", torch.zeros((), dtype=torch.bool, device=next(iter(params.values())).device))
         message = {k: momentum[k].clone() if k in momentum else torch.zeros_like(p) for k, p in params.items()}
         return {**super().start(params, {}), "message": message, "started": started.clone()}
 

@@ -75,7 +75,7 @@ class Scaffold(Algorithm):
     def client_weights(self, sizes: torch.Tensor) -> torch.Tensor:
         """Alg. 1's uniform ``1/|S|`` (default) or the data-size weights (``weighting: size``)."""
         if self.cfg.weighting == "uniform":
-            return torch.full((len(sizes),), 1.0 / len(sizes))
+            return torch.full((len(sizes),), 1.0 / len(sizes), device=sizes.device)
         return super().client_weights(sizes)
 
     def start(self, params: State, client_state: dict[str, Any]) -> LocalTree:

@@ -29,7 +29,7 @@ class ClientStore:
         initial = [] if local_from_global else self.local_keys
         self.client_local: list[State] = [{k: self.global_state[k].clone() for k in initial} for _ in records]
         self.client_algo_state: list[dict[str, Any]] = [{} for _ in records]
-        self.sizes = torch.tensor([r.size for r in records])
+        self.sizes = torch.tensor([r.size for r in records], device="cpu")
 
     def __len__(self) -> int:
         return len(self.records)

@@ -65,7 +65,7 @@ def hold_out_validation(indices: torch.Tensor, fraction: float, seed: int,
     validation indices; the rest stay for training. Both keep the order of ``indices``."""
     n = len(indices)
     held_out = max(1, math.floor(fraction * n + 1e-9))  # the epsilon keeps e.g. 0.3 * 10 at 3
-    mask = torch.zeros(n, dtype=torch.bool)
-    mask[torch.randperm(n, generator=make_generator(seed, VALIDATION_STREAM, client))[:held_out]] = True
+    mask = torch.zeros(n, dtype=torch.bool, device="cpu")
+    mask[torch.randperm(n, generator=make_generator(seed, VALIDATION_STREAM, client), device="cpu")[:held_out]] = True
     mask = mask.to(indices.device)
     return indices[~mask], indices[mask]

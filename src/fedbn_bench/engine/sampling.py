@@ -40,7 +40,7 @@ def sample_clients(num_clients: int, per_round: int, gen: torch.Generator) -> li
     """``per_round`` distinct client ids, sorted; all clients when ``per_round >= num_clients``."""
     if per_round >= num_clients:
         return list(range(num_clients))
-    return sorted(torch.randperm(num_clients, generator=gen)[:per_round].tolist())
+    return sorted(torch.randperm(num_clients, generator=gen, device=gen.device)[:per_round].tolist())
 
 
 def participating(clients: Sequence[int], sizes: torch.Tensor, batch_size: int) -> list[int]:
@@ -65,7 +65,7 @@ def draw_batches(indices: torch.Tensor, batch_size: int, steps: int, gen: torch.
     n = len(indices)
     per_epoch = n // batch_size
     epochs = -(-steps // per_epoch)
-    orders = [torch.randperm(n, generator=gen)[: per_epoch * batch_size] for _ in range(epochs)]
+    orders = [torch.randperm(n, generator=gen, device=gen.device)[: per_epoch * batch_size] for _ in range(epochs)]
     order = torch.cat(orders)[: steps * batch_size].to(indices.device)
     return indices[order].view(steps, batch_size)
 

@@ -40,7 +40,7 @@ def statistics_pass(norm: NormMethod, model: nn.Module, load_client: Callable[[i
             if new:
                 model.load_state_dict(new, strict=False)
             stats = norm.pass_statistics(model, x, layers)
-            updates.append(ClientUpdate(client, {}, stats, {}, len(x), torch.zeros(())))
+            updates.append(ClientUpdate(client, {}, stats, {}, len(x), torch.zeros((), device=x.device)))
         for transform in transforms:
             updates = transform(updates, info)
         new.update(norm.aggregate_statistics([u.statistics for u in updates], weights, aggregator,

@@ -120,7 +120,7 @@ def seeded_generator(seed: int, *keys: int) -> torch.Generator:
     """A CPU generator of its own for ``(seed, *keys)``: a metric's draws never touch the global
     random state, and repeat across evaluations and resumptions."""
     entropy = np.random.SeedSequence([int(seed) % 2**32, *(int(k) % 2**32 for k in keys)])
-    return torch.Generator().manual_seed(int(entropy.generate_state(1)[0]))
+    return torch.Generator(device="cpu").manual_seed(int(entropy.generate_state(1)[0]))
 
 
 def accuracy_and_loss(correct: torch.Tensor, losses: torch.Tensor) -> tuple[float, float]:

@@ -73,7 +73,7 @@ def batch_statistics(model: nn.Module, layers: dict[str, nn.Module], x: torch.Te
 def client_batch(indices: torch.Tensor, size: int, seed: int, client: int) -> torch.Tensor:
     """``size`` of a client's ``indices`` (all when fewer), drawn without replacement by a generator
     of ``(seed, client)`` only."""
-    pick = torch.randperm(len(indices), generator=seeded_generator(seed, BATCH_STREAM, client))[:size]
+    pick = torch.randperm(len(indices), generator=seeded_generator(seed, BATCH_STREAM, client), device="cpu")[:size]
     return indices[pick.to(indices.device)]
 
 

@@ -25,8 +25,8 @@ def evenly_spaced(n: int, count: Optional[int]) -> torch.Tensor:
     """Positions ``floor(i · n / count)``, ``i < count``, into ``n`` items (all of them when
     ``count`` is ``None`` or at least ``n``)."""
     if count is None or count >= n:
-        return torch.arange(n)
-    return torch.arange(count) * n // count
+        return torch.arange(n, device="cpu")
+    return torch.arange(count, device="cpu") * n // count
 
 
 def indexed_outcomes(model: torch.nn.Module, x, y: torch.Tensor, idx: torch.Tensor,

@@ -49,7 +49,7 @@ def reestimate(model: nn.Module, x, y: torch.Tensor, idx: torch.Tensor, batch_si
         layer.momentum = None
         layer.forward = nn.modules.batchnorm._BatchNorm.forward.__get__(layer)
     batch_statistics_mode(twin, layers)
-    order = idx[torch.randperm(len(idx), generator=generator).to(idx.device)]
+    order = idx[torch.randperm(len(idx), generator=generator, device=generator.device).to(idx.device)]
     with torch.no_grad():
         for batch in order.split(batch_size):
             if len(batch) > 1:

@@ -63,7 +63,8 @@ class FedRBN(DualBN):
     def propagation_weights(self, client_local: list[State], targets: list[int], sources: list[int]) -> torch.Tensor:
         """``(len(targets), len(sources))`` weights α, each row summing to one (Eq. 4)."""
         if self.cfg.propagation == "uniform":
-            return torch.full((len(targets), len(sources)), 1.0 / len(sources), dtype=torch.float64)
+            device = next(iter(client_local[targets[0]].values())).device
+            return torch.full((len(targets), len(sources)), 1.0 / len(sources), dtype=torch.float64, device=device)
         sims = []
         for layer in dual_layers(client_local[targets[0]]):
             per_layer = []

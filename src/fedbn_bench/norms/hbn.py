@@ -413,7 +413,7 @@ class HybridBN(NormMethod):
             return x
         if self.settings.stats_draw == "first":
             return x[:n]
-        return x[torch.randperm(len(x), generator=generator)[:n].to(x.device)]
+        return x[torch.randperm(len(x), generator=generator, device=generator.device)[:n].to(x.device)]
 
     @torch.no_grad()
     def pass_statistics(self, model: nn.Module, x: torch.Tensor, layers: list[str]) -> Statistics:

@@ -42,7 +42,7 @@ class ByzantineConfig:
 
 def byzantine_clients(num_clients: int, f: int, seed: int) -> frozenset[int]:
     """``f`` client ids drawn from ``seed`` (the same for every round of the run)."""
-    order = torch.randperm(num_clients, generator=torch.Generator().manual_seed(seed + 7919))
+    order = torch.randperm(num_clients, generator=torch.Generator(device="cpu").manual_seed(seed + 7919), device="cpu")
     return frozenset(int(c) for c in order[:f])
 
 

@@ -110,7 +110,7 @@ def self_check(model: nn.Module, sample: torch.Tensor, channels_last: bool) -> O
     source = copy.deepcopy(model).eval()
     states = [{k: v.clone() for k, v in source.state_dict().items()}]
     gen = torch.Generator(device="cpu").manual_seed(0)
-    states.append({k: v * (1 + 0.1 * torch.randn(v.shape, generator=gen).to(v)) if v.is_floating_point() else v
+    states.append({k: v * (1 + 0.1 * torch.randn(v.shape, generator=gen, device="cpu").to(v)) if v.is_floating_point() else v
                    for k, v in states[0].items()})
     expected = []
     with torch.no_grad():
