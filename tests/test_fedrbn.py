@@ -311,8 +311,8 @@ def macs(tmp_path, steps: int) -> float:
 
 
 def test_mac_count_includes_every_attack_step(tmp_path):
-    m0, m1, m2 = (macs(tmp_path, k) for k in (0, 1, 2))
-    assert m1 - m0 > 0 and m2 - m1 == pytest.approx(m1 - m0, rel=1e-9)
+    m1, m2, m3 = (macs(tmp_path, k) for k in (1, 2, 3))
+    assert m2 - m1 > 0 and m3 - m2 == pytest.approx(m2 - m1, rel=1e-9)
 
 
 def test_role_assignment_survives_a_checkpoint(tmp_path):

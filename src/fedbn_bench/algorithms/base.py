@@ -190,14 +190,17 @@ class Algorithm:
 
 def check_local_work(cfg: Any) -> None:
     """Refuse local work that trains nothing or makes no sense: ``local_epochs`` and ``local_steps``
-    (when set) >= 1, SGD ``momentum`` in [0, 1), ``weight_decay`` >= 0."""
+    (when set) >= 1, SGD ``momentum`` in [0, 1), ``weight_decay`` >= 0 (a key the config lacks takes
+    ``AlgoConfig``'s default)."""
+    epochs, steps = getattr(cfg, "local_epochs", 1), getattr(cfg, "local_steps", None)
+    momentum, decay = getattr(cfg, "momentum", 0.0), getattr(cfg, "weight_decay", 0.0)
     checks = [
-        (cfg.local_epochs >= 1, f"algo.local_epochs={cfg.local_epochs} is invalid: each sampled client trains "
-                                ">= 1 epoch (or set algo.local_steps)"),
-        (cfg.local_steps is None or cfg.local_steps >= 1,
-         f"algo.local_steps={cfg.local_steps} is invalid: >= 1 step, or null for algo.local_epochs epochs"),
-        (0 <= cfg.momentum < 1, f"algo.momentum={cfg.momentum} is invalid: SGD momentum is in [0, 1)"),
-        (cfg.weight_decay >= 0, f"algo.weight_decay={cfg.weight_decay} is invalid: must be >= 0"),
+        (epochs >= 1, f"algo.local_epochs={epochs} is invalid: each sampled client trains >= 1 epoch "
+                      "(or set algo.local_steps)"),
+        (steps is None or steps >= 1,
+         f"algo.local_steps={steps} is invalid: >= 1 step, or null for algo.local_epochs epochs"),
+        (0 <= momentum < 1, f"algo.momentum={momentum} is invalid: SGD momentum is in [0, 1)"),
+        (decay >= 0, f"algo.weight_decay={decay} is invalid: must be >= 0"),
     ]
     for ok, message in checks:
         if not ok:
