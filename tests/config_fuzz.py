@@ -35,6 +35,10 @@ GROUPS = ("dataset", "partition", "model", "norm", "algo", "aggregator", "byzant
           "logger")
 TINY = ["rounds=1", "num_clients=4", "algo.local_steps=1", "eval_every=1", "dataset.eval_batch_size=512"]
 """A run of one round of one local step on 4 clients: what every case starts from."""
+OPTION_BASE = {"byzantine=fbn": ["num_clients=8", "clients_per_round=8"], "partition=domains": ["num_clients=5"],
+               "partition=shards": ["num_clients=5"]}
+"""Options that need more than ``TINY`` to be valid before a key is fuzzed (FBN §5's f = 3 needs n > 6; one
+client per synthetic domain; two classes per client must cover the ten classes)."""
 HUGE_INT, HUGE_FLOAT = 10**6, 1e6
 UNKNOWN = "nope"
 
@@ -92,7 +96,7 @@ def options(group: str) -> list[str]:
 
 def base_config(option: str, data_root: Path) -> DictConfig:
     """The composed tiny config of ``option``; a dataset read from files reads tiny fixture files."""
-    cfg = compose_config([*TINY, *([option] if option else [])])
+    cfg = compose_config([*TINY, *OPTION_BASE.get(option, []), *([option] if option else [])])
     if cfg.dataset.name in WRITERS:
         root = data_root / cfg.dataset.name
         if not root.exists():

@@ -32,13 +32,49 @@ LEGAL = {
     ("transforms", "empty_list"): "no update transform (the default)",
     ("metrics", "empty_list"): "only the default metrics (the default)",
     ("*eval_batch_size", "huge"): "the whole test set in one batch",
+    ("norm.eps", "huge"): "a large eps only damps the normalization (the layer still normalizes)",
+    ("norm.freeze_fraction", "zero"): "FixBN's T* = 0: statistics frozen from the first round (the limit of "
+                                      "FixBN Fig. 2c's sweep of T*)",
+    ("norm.stats_samples", "zero"): "HBN: 0 draws every sample of the client for its statistics pass",
+    ("norm.stats_samples", "huge"): "HBN: more than a client holds is every sample",
+    ("norm.stats_batch_size", "huge"): "HBN: the statistics pass in one batch",
+    ("model.options.dropout", "zero"): "no dropout",
+    ("adversarial=none:adversarial.*", "*"): "adversarial=none trains clean and reads none of the attack's keys",
+    ("adversarial.eps", "huge"): "an unbounded L∞ ball (the adversarial pixels stay in [0, 1])",
+    ("adversarial.steps", "huge"): "a long attack (costly, not wrong)",
+    ("adversarial.step_size", "huge"): "a sign step beyond ε is projected back onto the ball",
+    ("adversarial.replays", "huge"): "Free AT's minibatch replays (read by free_at only; costly, not wrong)",
+    ("adversarial.at_fraction", "zero"): "no AT user: the clean end of FedRBN's AT-fraction sweep (Fig. 3)",
+    ("adversarial.at_domains", "zero"): "no AT domain: the clean end of FedRBN's AT-domain sweep (Fig. 3b)",
+    ("adversarial.domain_order", "empty_list"): "the dataset's own domain order",
+    ("adversarial.pnc_lambda", "zero"): "no PNC loss (the default; FedRBN's ablation without it)",
+    ("adversarial.pnc_clip", "huge"): "PNC's gradient clipping that never binds",
+    ("adversarial.pnc_warmup", "*"): "rounds before PNC starts: 0 from the start, a huge value never",
+    ("adversarial.eval_attacks", "empty_list"): "no robust evaluation (clean accuracy only)",
+    ("adversarial.adv_weight", "zero"): "the AT loss without its adversarial term (FedRBN's code's adv_lmbd = 0)",
+    ("partition.min_size", "zero"): "no minimum client size (HBN's code draws the Dirichlet split once)",
+    ("partition.alpha", "huge"): "Dir(alpha) with a large alpha is near-iid",
+    ("partition.samples_per_client", "huge"): "an upper bound: every sample of the client's domain",
+    ("partition.shards_per_client", "huge"): "read by mode=shards only; the default mode=classes checks it is >= 1",
+    ("partition.gamma", "zero"): "gamma-similarity 0 is the extreme non-iid split (FBN §4)",
+    ("norm.temperature", "huge"): "FedRBN: a large softmax temperature makes the propagation weights uniform",
+    ("aggregator.f", "zero"): "a robust rule with no Byzantine budget (median, Krum with f = 0) is still defined",
+    ("byzantine.f", "zero"): "no Byzantine client (the default)",
+    ("byzantine.foe_eps", "huge"): "FOE with a large ε (Xie et al. sweep ε up to 100)",
+    ("byzantine.alie_z", "*"): "ALIE's z is any real (0 sends the honest mean; null derives it from n and f)",
+    ("byzantine.gaussian_mu", "*"): "the Gaussian attack's mean is any real",
+    ("byzantine.gaussian_sigma", "zero"): "σ = 0 sends the constant μ",
+    ("byzantine.gaussian_sigma", "huge"): "a large σ is the usual Gaussian attack's regime",
+    ("logger.*", "*"): "W&B names and tags are free text (project, entity, group, tags)",
 }
-"""``(key pattern, value label) -> why the value is legal``."""
+"""``(key pattern, value label) -> why the value is legal``; a pattern with ``:`` is matched against
+``<group>=<option>:<key>`` (a key that the option does not read)."""
 
 
 def legal_reason(case: fz.Case) -> str | None:
     return next((why for (pattern, label), why in LEGAL.items()
-                 if label == case.label and fnmatch.fnmatch(case.key, pattern)), None)
+                 if fnmatch.fnmatch(case.label, label)
+                 and fnmatch.fnmatch(f"{case.option}:{case.key}" if ":" in pattern else case.key, pattern)), None)
 
 
 def findings(cases, tmp_path: Path) -> tuple[int, list[str]]:

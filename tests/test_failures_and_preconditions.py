@@ -129,3 +129,24 @@ def test_a_launcher_without_its_plugin_is_one_line_naming_the_package():
 
 def test_user_errors_stay_user_errors():
     assert issubclass(PartitionError, UserError) and issubclass(ConfigError, UserError)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["norm=bn", "norm.eps=-1"], "norm.eps=-1.0 is invalid"),
+    (["norm=bn", "norm.momentum=0"], "norm.momentum=0.0 is invalid"),
+    (["norm=gn", "norm.groups=0"], "norm.groups=0 is invalid"),
+    (["norm=gn", "norm.groups=7"], "norm.groups=7 is invalid"),
+    (["norm=fbn", "norm.num_clients=1000"], "norm.num_clients=1000 is invalid"),
+    (["byzantine.gaussian_sigma=-1"], "byzantine.gaussian_sigma=-1.0 is invalid"),
+    (["model=lenet", "model.options.variant=nope"], "lenet option 'variant' must be one of"),
+    (["model=mlp", "model.options.init_std=nope"], "mlp option 'init_std' must be > 0 or null"),
+    (["adversarial=pgd_at", "adversarial.eps=0"], "adversarial.eps=0.0 is invalid"),
+    (["adversarial=pgd_at", "adversarial.step_size=0"], "adversarial.step_size=0.0 is invalid"),
+    (["adversarial=pgd_at", "adversarial.eval_attacks=[nope]"], r"adversarial.eval_attacks\[0\]='nope' is invalid"),
+])
+def test_group_walk_findings_are_one_error_before_anything_is_written(overrides, message, tmp_path):
+    """Values the group walk of the fuzzer (``tests/config_fuzz.py``) found ending in a traceback or
+    accepted although the method cannot mean them: one ``ConfigError`` naming the key, nothing written."""
+    with pytest.raises(ConfigError, match=message):
+        run_experiment(compose_config([*TINY, *overrides]), tmp_path / "run")
+    assert not (tmp_path / "run").exists() or not list((tmp_path / "run").iterdir())

@@ -31,6 +31,7 @@ from typing import Any, Callable, ContextManager, Iterator, Optional, Protocol
 
 import torch
 import torch.nn.functional as F
+from omegaconf import OmegaConf
 from torch import nn
 
 from fedbn_bench.adversarial.eval_attacks import EVAL_ATTACKS, EvalAttack, build_eval_attack
@@ -136,10 +137,12 @@ class PGDTraining(AdversarialTraining):
     def __init__(self, cfg: Any, space: PixelSpace) -> None:
         super().__init__(cfg, space)
         checks = [
-            (cfg.eps >= 0, f"adversarial.eps={cfg.eps} is invalid: an L∞ radius in pixels >= 0 (e.g. 8/255)"),
+            (cfg.eps > 0, f"adversarial.eps={cfg.eps} is invalid: an L∞ radius in pixels > 0 (e.g. 8/255; "
+                          "0 is no attack: adversarial=none trains clean)"),
             (cfg.steps >= 1, f"adversarial.steps={cfg.steps} is invalid: PGD takes >= 1 step (0 steps is no "
                              "attack: adversarial=none trains clean)"),
-            (cfg.step_size >= 0, f"adversarial.step_size={cfg.step_size} is invalid: must be >= 0"),
+            (cfg.step_size > 0, f"adversarial.step_size={cfg.step_size} is invalid: must be > 0 (a step of 0 "
+                                "never leaves the start)"),
             (0 <= cfg.adv_weight <= 1, f"adversarial.adv_weight={cfg.adv_weight} is invalid: must be in [0, 1]"),
             (cfg.attack_mode in ATTACK_MODES,
              f"adversarial.attack_mode='{cfg.attack_mode}' is unknown; allowed: {', '.join(ATTACK_MODES)}"),
@@ -156,6 +159,10 @@ class PGDTraining(AdversarialTraining):
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        for i, spec in enumerate(cfg.eval_attacks):
+            if not OmegaConf.is_dict(spec) and not isinstance(spec, dict):
+                raise ConfigError(f"adversarial.eval_attacks[{i}]={spec!r} is invalid: each entry is a mapping "
+                                  f"{{name: <attack>, ...}}; allowed names: {', '.join(EVAL_ATTACKS)}")
 
     @property
     def test_branch(self) -> str:

@@ -81,6 +81,10 @@ def validate_config(cfg: Any) -> None:
         cfg.checkpoint_every >= 0,
         f"checkpoint_every={cfg.checkpoint_every} is invalid: must be >= 0 (0 writes no checkpoint)",
     )
+    if "num_clients" in cfg.norm:
+        _require(1 <= cfg.norm.num_clients <= cfg.num_clients,
+                 f"norm.num_clients={cfg.norm.num_clients} is invalid: FBN's n, the clients whose statistics the "
+                 f"server combines, is in [1, num_clients={cfg.num_clients}] (default: clients_per_round)")
     _require(cfg.algo.lr > 0, f"lr={cfg.algo.lr} is invalid: the learning rate `lr` must be > 0")
     _require(
         cfg.small_clients in SMALL_CLIENTS,

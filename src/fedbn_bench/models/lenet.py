@@ -36,6 +36,7 @@ from typing import Optional
 
 from torch import Tensor, nn
 
+from fedbn_bench.errors import ConfigError
 from fedbn_bench.models.base import (
     FeatureClassifier,
     check_num_classes,
@@ -71,11 +72,11 @@ class LeNet(FeatureClassifier):
         c, h, w = image_shape(input_shape, "lenet")
         num_classes = check_num_classes(num_classes)
         if variant not in MIN_SIDE:
-            raise ValueError(f"lenet option 'variant' must be one of {sorted(MIN_SIDE)}, got {variant!r}")
+            raise ConfigError(f"lenet option 'variant' must be one of {sorted(MIN_SIDE)}, got {variant!r}")
         if affine is None:
             affine = AFFINE[variant]
         elif not isinstance(affine, bool):
-            raise ValueError(f"lenet option 'affine' must be true, false or null, got {affine!r}")
+            raise ConfigError(f"lenet option 'affine' must be true, false or null, got {affine!r}")
         self.variant, self.affine = variant, affine
 
         def norm(num_features: int) -> nn.Module:

@@ -29,6 +29,7 @@ from typing import Optional
 
 from torch import Tensor, nn
 
+from fedbn_bench.errors import ConfigError
 from fedbn_bench.models.base import FeatureClassifier, check_num_classes, make_norm
 from fedbn_bench.models.registry import NormFactory, as_shape, register_model
 
@@ -52,9 +53,9 @@ class MLP(FeatureClassifier):
         try:
             sizes = [operator.index(s) for s in hidden_sizes]
         except TypeError as exc:
-            raise ValueError(f"mlp option 'hidden_sizes' must be a list of integers, got {hidden_sizes!r}") from exc
+            raise ConfigError(f"mlp option 'hidden_sizes' must be a list of integers, got {hidden_sizes!r}") from exc
         if any(s < 1 for s in sizes):
-            raise ValueError(f"mlp option 'hidden_sizes' must be positive, got {hidden_sizes!r}")
+            raise ConfigError(f"mlp option 'hidden_sizes' must be positive, got {hidden_sizes!r}")
         layers: list[nn.Module] = [nn.Flatten(1)]
         width = math.prod(shape)
         for size in sizes:
@@ -65,8 +66,8 @@ class MLP(FeatureClassifier):
         self.head = nn.Linear(width, num_classes)
         self.input_shape, self.num_classes, self.feature_dim = shape, num_classes, width
         if init_std is not None:
-            if not init_std > 0:
-                raise ValueError(f"mlp option 'init_std' must be > 0 or null, got {init_std!r}")
+            if isinstance(init_std, bool) or not isinstance(init_std, (int, float)) or not init_std > 0:
+                raise ConfigError(f"mlp option 'init_std' must be > 0 or null, got {init_std!r}")
             if not sizes:
                 raise ValueError("mlp option 'init_std' initializes the first hidden layer (FedBN App. F): "
                                  "give 'hidden_sizes' at least one size")

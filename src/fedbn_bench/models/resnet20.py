@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fedbn_bench.errors import ConfigError
 from fedbn_bench.models.base import FeatureClassifier, check_num_classes, image_shape, make_norm
 from fedbn_bench.models.registry import NormFactory, register_model
 
@@ -94,7 +95,7 @@ class ResNet20(FeatureClassifier):
         c, h, w = image_shape(input_shape, "resnet20")
         num_classes = check_num_classes(num_classes)
         if shortcut not in SHORTCUTS:
-            raise ValueError(f"resnet20 option 'shortcut' must be one of {list(SHORTCUTS)}, got {shortcut!r}")
+            raise ConfigError(f"resnet20 option 'shortcut' must be one of {list(SHORTCUTS)}, got {shortcut!r}")
         self.stem = nn.Sequential(
             nn.Conv2d(c, 16, 3, 1, 1, bias=False), make_norm(norm_layer, 16, 2), nn.ReLU()
         )

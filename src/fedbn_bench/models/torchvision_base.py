@@ -14,6 +14,7 @@ from typing import Optional
 
 from torch import Tensor, nn
 
+from fedbn_bench.errors import ConfigError
 from fedbn_bench.models.base import FeatureClassifier, make_norm
 from fedbn_bench.models.registry import NormFactory
 
@@ -54,11 +55,11 @@ def option_flag(value: Optional[bool], model: str, option: str, *, nullable: boo
     if isinstance(value, bool) or (nullable and value is None):
         return value
     allowed = "true, false or null" if nullable else "true or false"
-    raise ValueError(f"{model} option '{option}' must be {allowed}, got {value!r}")
+    raise ConfigError(f"{model} option '{option}' must be {allowed}, got {value!r}")
 
 
 def option_rate(value: float, model: str, option: str = "dropout") -> float:
     """Check a dropout rate in [0, 1) and return it as a float."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) < 1.0:
-        raise ValueError(f"{model} option '{option}' must be a number in [0, 1), got {value!r}")
+        raise ConfigError(f"{model} option '{option}' must be a number in [0, 1), got {value!r}")
     return float(value)

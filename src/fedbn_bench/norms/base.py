@@ -28,6 +28,7 @@ from torch import nn
 
 from fedbn_bench.core.aggregation import Aggregator
 from fedbn_bench.core.updates import LayerStatistics, State, Statistics
+from fedbn_bench.errors import ConfigError
 from fedbn_bench.registry import Registry
 
 
@@ -63,6 +64,13 @@ class NormMethod:
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
+        eps, momentum = getattr(cfg, "eps", None), getattr(cfg, "momentum", None)
+        if eps is not None and not eps > 0:
+            raise ConfigError(f"norm.eps={eps} is invalid: must be > 0 (it keeps the division by the "
+                              "standard deviation finite)")
+        if momentum is not None and not 0 < momentum <= 1:
+            raise ConfigError(f"norm.momentum={momentum} is invalid: the running statistics' momentum β is in "
+                              "(0, 1] (0 would never update them)")
 
     # 1. Layer rule ------------------------------------------------------------------------
     def norm_layer(self, num_features: int, dims: int) -> nn.Module:

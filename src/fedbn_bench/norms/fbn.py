@@ -256,8 +256,6 @@ class FederatedBN(NormMethod):
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
-        if not 0 < cfg.momentum <= 1:
-            raise ConfigError(f"norm.momentum={cfg.momentum} is invalid: FBN's β must be in (0, 1]")
         if cfg.num_clients < 1:
             raise ConfigError(f"norm.num_clients={cfg.num_clients} is invalid: must be >= 1 (clients per round)")
         if cfg.multistep_correction not in CORRECTIONS:

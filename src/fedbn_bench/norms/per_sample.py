@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from fedbn_bench.errors import ConfigError
 from fedbn_bench.norms.base import NORMS, NormConfig, NormMethod
 
 
@@ -36,8 +37,9 @@ class GroupNormMethod(NormMethod):
 
     def norm_layer(self, num_features: int, dims: int) -> nn.Module:
         groups = self.cfg.groups
-        if num_features % groups:
-            raise ValueError(f"norm.groups={groups} does not divide a layer of {num_features} channels")
+        if groups < 1 or num_features % groups:
+            raise ConfigError(f"norm.groups={groups} is invalid: GroupNorm needs >= 1 groups that divide every "
+                              f"normalized layer (this model has one of {num_features} channels)")
         return nn.GroupNorm(groups, num_features, eps=self.cfg.eps, affine=self.cfg.affine)
 
 

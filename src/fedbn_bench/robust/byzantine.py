@@ -70,6 +70,8 @@ def validate_byzantine(cfg: Any, clients_per_round: int, aggregator_name: str) -
                           "server's rule: set one of them")
     if not cfg.foe_eps > 0:
         raise ConfigError(f"byzantine.foe_eps={cfg.foe_eps} is invalid: FOE's ε is > 0")
+    if not cfg.gaussian_sigma >= 0:
+        raise ConfigError(f"byzantine.gaussian_sigma={cfg.gaussian_sigma} is invalid: a standard deviation is >= 0")
 
 
 def byzantine_labels(cfg: Any) -> dict[str, Any]:
