@@ -36,9 +36,12 @@ GROUPS = ("dataset", "partition", "model", "norm", "algo", "aggregator", "byzant
 TINY = ["rounds=1", "num_clients=4", "algo.local_steps=1", "eval_every=1", "dataset.eval_batch_size=512"]
 """A run of one round of one local step on 4 clients: what every case starts from."""
 OPTION_BASE = {"byzantine=fbn": ["num_clients=8", "clients_per_round=8"], "partition=domains": ["num_clients=5"],
-               "partition=shards": ["num_clients=5"]}
+               "partition=shards": ["num_clients=5"], "dataset=abide": ["model=mlp"],
+               "dataset=fedbn_gaussians": ["model=mlp"], "dataset=toy_gaussian": ["model=mlp"],
+               "dataset=domainnet": ["batch_size=4"]}
 """Options that need more than ``TINY`` to be valid before a key is fuzzed (FBN §5's f = 3 needs n > 6; one
-client per synthetic domain; two classes per client must cover the ten classes)."""
+client per synthetic domain; two classes per client must cover the ten classes; flat features need the MLP; the
+DomainNet fixture holds 10 images per client)."""
 HUGE_INT, HUGE_FLOAT = 10**6, 1e6
 UNKNOWN = "nope"
 
@@ -121,11 +124,16 @@ def cases(data_root: Path) -> Iterator[tuple[DictConfig, Case]]:
     every key of each group under every option of the group."""
     yield from top_level_cases(data_root)
     for group in GROUPS:
-        for option in options(group):
-            cfg = base_config(f"{group}={option}", data_root)
-            for path, leaf in leaf_keys(cfg[group], f"{group}."):
-                for label, value in values(leaf):
-                    yield cfg, Case(f"{group}={option}", path, label, value)
+        yield from group_cases(group, data_root)
+
+
+def group_cases(group: str, data_root: Path) -> Iterator[tuple[DictConfig, Case]]:
+    """Every key of ``group`` under every option of the group."""
+    for option in options(group):
+        cfg = base_config(f"{group}={option}", data_root)
+        for path, leaf in leaf_keys(cfg[group], f"{group}."):
+            for label, value in values(leaf):
+                yield cfg, Case(f"{group}={option}", path, label, value)
 
 
 class FirstRound(Exception):

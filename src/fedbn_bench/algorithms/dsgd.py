@@ -43,6 +43,9 @@ class DSGD(Algorithm):
         if cfg.momentum_start not in MOMENTUM_STARTS:
             raise ConfigError(f"algo.momentum_start='{cfg.momentum_start}' is unknown; "
                               f"allowed: {', '.join(MOMENTUM_STARTS)}")
+        if not 0 <= cfg.client_momentum < 1:
+            raise ConfigError(f"algo.client_momentum={cfg.client_momentum} is invalid: the clients' EMA momentum β "
+                              "is in [0, 1) (FBN: 0.99)")
 
     def num_steps(self, client_size: int, batch_size: int) -> int:
         return 1

@@ -121,6 +121,10 @@ class FedWon(Algorithm):
         super().__init__(cfg)
         if not cfg.agc_clip > 0:
             raise ConfigError(f"algo.agc_clip={cfg.agc_clip} is invalid: the AGC threshold λ is > 0")
+        for key in ("agc_eps", "ws_gamma", "ws_eps"):
+            if not getattr(cfg, key) > 0:
+                raise ConfigError(f"algo.{key}={getattr(cfg, key)} is invalid: must be > 0 (FedWon's defaults: "
+                                  "agc_eps 1e-3, ws_gamma the ReLU gain, ws_eps 1e-4)")
         self.skip = ("head.",) if cfg.agc_skip_head else ()
 
     def prepare_model(self, model: nn.Module) -> nn.Module:

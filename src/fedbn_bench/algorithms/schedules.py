@@ -35,6 +35,12 @@ def validate_schedule(cfg: Any, key: str) -> None:
         raise ValueError(f"{key}: piecewise needs len(rates) == len(milestones) + 1")
     if cfg.name == "multistep" and any(not 0 < m < 1 for m in cfg.milestones):
         raise ValueError(f"{key}.milestones must be fractions of the rounds in (0, 1)")
+    if cfg.name == "multistep" and not 0 < cfg.factor:
+        raise ValueError(f"{key}.factor={cfg.factor} is invalid: the multistep factor is > 0 (e.g. 0.1)")
+    if cfg.name == "exponential" and not 0 < cfg.decay:
+        raise ValueError(f"{key}.decay={cfg.decay} is invalid: the exponential decay per round is > 0 (e.g. 0.998)")
+    if cfg.name == "piecewise" and any(not r > 0 for r in cfg.rates):
+        raise ValueError(f"{key}.rates={list(cfg.rates)} are invalid: every learning rate is > 0")
 
 
 def learning_rate(base_lr: float, cfg: Any, round_idx: int, total_rounds: int) -> float:

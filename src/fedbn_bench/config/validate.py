@@ -81,6 +81,10 @@ def validate_config(cfg: Any) -> None:
         cfg.checkpoint_every >= 0,
         f"checkpoint_every={cfg.checkpoint_every} is invalid: must be >= 0 (0 writes no checkpoint)",
     )
+    if "num_clients" in cfg.algo:
+        _require(1 <= cfg.algo.num_clients <= cfg.num_clients,
+                 f"algo.num_clients={cfg.algo.num_clients} is invalid: SCAFFOLD's N, the clients whose control "
+                 f"variates the server averages, is in [1, num_clients={cfg.num_clients}] (default: num_clients)")
     if "num_clients" in cfg.norm:
         _require(1 <= cfg.norm.num_clients <= cfg.num_clients,
                  f"norm.num_clients={cfg.norm.num_clients} is invalid: FBN's n, the clients whose statistics the "

@@ -122,7 +122,8 @@ def load_abide(
         path = os.path.join(root, FOLDER, f"{site}.npz")
         if not os.path.isfile(path):
             raise DatasetError(
-                f"abide: data not found, expected file {path}; build it from ABIDE I Preprocessed "
+                f"abide: data not found for site {site!r} of dataset.options.domains, expected file {path} under "
+                "dataset.root; build it from ABIDE I Preprocessed "
                 f"(`python scripts/download_data.py abide --root {root}` prints the steps)"
             )
         arrays = _read_site(path)

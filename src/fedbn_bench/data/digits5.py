@@ -157,6 +157,8 @@ def load_digits5(
         xs_te.append(x_te)
         ys_te.append(y_te)
 
+    if not isinstance(truncate, bool):
+        raise DatasetError(f"digits5: dataset.options.truncate must be true or false, got {truncate!r}")
     if truncate:
         smallest = min(len(y) for y in ys_tr)
         for d in range(len(domains)):

@@ -50,4 +50,4 @@ def load_domainnet(
 ) -> DatasetBundle:
     """The six sites as 3 x image_size x image_size images; ``download`` is not available."""
     del download
-    return load_site_dataset(DOMAINNET, root, seed, domains, percent, str(selection), image_size, bool(lazy), cache_dir)
+    return load_site_dataset(DOMAINNET, root, seed, domains, percent, str(selection), image_size, lazy, cache_dir)

@@ -21,6 +21,8 @@ from .base import DatasetBundle, DatasetError, Split, require_positive_integers
 from .registry import make_generator, register_dataset
 
 DOMAINS = ("diagonal", "full")
+MAX_DIM = 4096
+"""Largest feature dimension (each domain draws a dim x dim covariance)."""
 
 
 def covariances(dim: int = 10, rho: float = 0.5) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,6 +60,8 @@ def load_fedbn_gaussians(
     del root, download
     require_positive_integers("fedbn_gaussians", dim=dim, samples_per_class=samples_per_class,
                               test_samples_per_class=test_samples_per_class)
+    if dim > MAX_DIM:
+        raise DatasetError(f"fedbn_gaussians: dim must be at most {MAX_DIM} (a dim x dim covariance is drawn), got {dim}")
     if not -1.0 < float(rho) < 1.0:
         raise DatasetError(f"fedbn_gaussians: rho must be in (-1, 1) (Σ₂ = ρ^|i-j| positive definite), got {rho!r}")
     covs = covariances(int(dim), float(rho))

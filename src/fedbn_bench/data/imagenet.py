@@ -24,7 +24,7 @@ import os
 import numpy as np
 
 from .base import DatasetBundle, DatasetError
-from .images import ImageCollection, list_images, load_collection
+from .images import MAX_IMAGE_SIZE, ImageCollection, list_images, load_collection
 from .registry import register_dataset
 
 FOLDER = "imagenet"
@@ -37,7 +37,8 @@ def imagefolder_collection(base: str) -> tuple[ImageCollection, list[str]]:
         folder = os.path.join(base, split)
         if not os.path.isdir(folder):
             raise DatasetError(
-                f"imagenet: data not found, expected folder {folder} with one sub-folder per class; "
+                f"imagenet: data not found under dataset.root, expected folder {folder} with one sub-folder per "
+                "class; "
                 "`python scripts/download_data.py imagenet` prints how to obtain ImageNet"
             )
         with os.scandir(folder) as it:
@@ -79,11 +80,12 @@ def load_imagenet(
         image_size = int(image_size)
     except (TypeError, ValueError):
         raise DatasetError(f"imagenet: image_size must be a positive integer, got {image_size!r}") from None
-    if image_size < 1:
-        raise DatasetError(f"imagenet: image_size must be a positive integer, got {image_size}")
+    if not 1 <= image_size <= MAX_IMAGE_SIZE:
+        raise DatasetError(f"imagenet: image_size must be an integer in [1, {MAX_IMAGE_SIZE}], got {image_size}")
+
     root = os.path.expanduser(str(root))
     coll, classes = imagefolder_collection(os.path.join(root, FOLDER))
     if not coll.train.any() or coll.train.all():
         raise DatasetError(f"imagenet: no images in the {'train' if not coll.train.any() else 'val'} folder under {root}")
-    train, test = load_collection("imagenet", root, coll, image_size, "center_crop", bool(lazy), cache_dir)
+    train, test = load_collection("imagenet", root, coll, image_size, "center_crop", lazy, cache_dir)
     return DatasetBundle(name="imagenet", train=train, test=test, num_classes=len(classes), is_image=True)

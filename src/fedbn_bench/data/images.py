@@ -14,6 +14,8 @@ from .lazy import LazyImages
 
 __all__ = ["ImageCollection", "decode_image", "list_images", "load_collection", "resize_uint8"]
 
+MAX_IMAGE_SIZE = 4096
+"""Largest side an image data set is resized to (beyond it an image cannot be decoded or stored)."""
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".gif", ".tif", ".tiff", ".webp")
 
 
@@ -91,6 +93,8 @@ def load_collection(
     ``lazy`` returns :class:`LazyImages` views on the memory-mapped cache; otherwise the rows are
     read into float32 tensors in [0, 1].
     """
+    if not isinstance(lazy, bool):
+        raise DatasetError(f"{name}: dataset.options.lazy must be true or false, got {lazy!r}")
     coll.check(name)
     if not coll.files:
         raise DatasetError(f"{name}: no image files found under {root!r}")

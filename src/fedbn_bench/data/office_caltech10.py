@@ -47,4 +47,4 @@ def load_office_caltech10(
 ) -> DatasetBundle:
     """The four sites as 3 x image_size x image_size images; ``download`` is not available."""
     del download
-    return load_site_dataset(OFFICE, root, seed, domains, percent, str(selection), image_size, bool(lazy), cache_dir)
+    return load_site_dataset(OFFICE, root, seed, domains, percent, str(selection), image_size, lazy, cache_dir)

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from .base import DatasetBundle, DatasetError
-from .images import ImageCollection, load_collection
+from .images import MAX_IMAGE_SIZE, ImageCollection, load_collection
 from .registry import make_generator
 
 __all__ = ["SELECTIONS", "SiteDataset", "load_site_dataset", "read_split_file"]
@@ -86,7 +86,8 @@ def read_split_file(ds: SiteDataset, root: str, site: str, split: str) -> tuple[
                     paths.append(line.split()[0])
         names = [os.path.basename(os.path.dirname(p.replace("\\", "/"))) for p in paths]
     else:
-        raise DatasetError(f"{ds.name}: data not found, expected split file {pkl} (or {txt}); {ds.hint}")
+        raise DatasetError(f"{ds.name}: data not found under dataset.root, expected split file {pkl} (or {txt}); "
+                           f"{ds.hint}")
     keep = [k for k, n in enumerate(names) if n in index]
     if not keep:
         raise DatasetError(
@@ -116,8 +117,8 @@ def load_site_dataset(
         raise DatasetError(f"{ds.name}: percent must be a number and image_size an integer") from None
     if not 0.0 < percent <= 1.0:
         raise DatasetError(f"{ds.name}: percent must be in (0, 1], got {percent}")
-    if image_size < 1:
-        raise DatasetError(f"{ds.name}: image_size must be a positive integer, got {image_size}")
+    if not 1 <= image_size <= MAX_IMAGE_SIZE:
+        raise DatasetError(f"{ds.name}: image_size must be an integer in [1, {MAX_IMAGE_SIZE}], got {image_size}")
     root = os.path.expanduser(str(root))
     lists = {(s, sp): read_split_file(ds, root, s, sp) for s in sites for sp in ("train", "test")}
     n_train = max(1, int(percent * min(len(lists[s, "train"][0]) for s in sites)))

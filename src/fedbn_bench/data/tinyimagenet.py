@@ -93,5 +93,5 @@ def load_tinyimagenet(
         if missing:
             raise DatasetError(f"tinyimagenet: {missing[0]} is still missing after extracting the archive into {root!r}")
     coll, wnids = tinyimagenet_collection(base)
-    train, test = load_collection("tinyimagenet", root, coll, SIZE, "stretch", bool(lazy), cache_dir)
+    train, test = load_collection("tinyimagenet", root, coll, SIZE, "stretch", lazy, cache_dir)
     return DatasetBundle(name="tinyimagenet", train=train, test=test, num_classes=len(wnids), is_image=True)

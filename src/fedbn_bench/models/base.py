@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from fedbn_bench.errors import ConfigError
 from fedbn_bench.models.registry import NormFactory, as_num_classes, as_shape
 
 
@@ -68,7 +69,8 @@ def image_shape(input_shape: tuple[int, ...], model: str) -> tuple[int, int, int
     """Validate an image shape (C, H, W) for ``model`` and return it as a tuple of ints."""
     shape = as_shape(input_shape)
     if len(shape) != 3:
-        raise ValueError(f"model '{model}' expects input_shape (C, H, W), got {tuple(input_shape)!r}")
+        raise ConfigError(f"model={model} takes images (C, H, W), but the dataset's inputs have shape "
+                          f"{tuple(input_shape)!r}: use a model for flat features (model=mlp)")
     return shape  # type: ignore[return-value]
 
 
