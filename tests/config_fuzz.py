@@ -24,7 +24,7 @@ from unittest import mock
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-from omegaconf.nodes import AnyNode, BooleanNode, FloatNode, IntegerNode, StringNode
+from omegaconf.nodes import BooleanNode, FloatNode, IntegerNode, StringNode
 
 from conftest import CONF, compose_config
 from fedbn_bench.errors import UserError
@@ -59,28 +59,25 @@ class Case:
         return f"{self.option or 'defaults'}: {self.key}={self.value!r}"
 
 
+VALUES: dict[type, list[tuple[str, Any]]] = {
+    list: [("empty_list", []), ("unknown_list", [UNKNOWN])],
+    bool: [("unknown", UNKNOWN)],
+    int: [("zero", 0), ("negative", -1), ("huge", HUGE_INT), ("fraction", 0.5)],
+    float: [("zero", 0.0), ("negative", -1.0), ("huge", HUGE_FLOAT)],
+    str: [("empty", ""), ("unknown", UNKNOWN)],
+}
+"""The boundary and wrong values tried for a key of each type."""
+TYPED_NODES = ((ListConfig, list), (BooleanNode, bool), (IntegerNode, int), (FloatNode, float), (StringNode, str))
+
+
 def values(node: Any) -> list[tuple[str, Any]]:
-    """The boundary and wrong values tried for a config node of this type."""
-    if isinstance(node, ListConfig) or (isinstance(node, AnyNode) and isinstance(node._value(), list)):
-        return [("empty_list", []), ("unknown_list", [UNKNOWN])]
-    if isinstance(node, BooleanNode):
-        return [("unknown", UNKNOWN)]
-    if isinstance(node, IntegerNode):
-        return [("zero", 0), ("negative", -1), ("huge", HUGE_INT), ("fraction", 0.5)]
-    if isinstance(node, FloatNode):
-        return [("zero", 0.0), ("negative", -1.0), ("huge", HUGE_FLOAT)]
-    if isinstance(node, StringNode):
-        return [("empty", ""), ("unknown", UNKNOWN)]
-    value = node._value()
-    if isinstance(value, bool):
-        return [("unknown", UNKNOWN)]
-    if isinstance(value, int):
-        return [("zero", 0), ("negative", -1), ("huge", HUGE_INT), ("fraction", 0.5)]
-    if isinstance(value, float):
-        return [("zero", 0.0), ("negative", -1.0), ("huge", HUGE_FLOAT)]
-    if isinstance(value, str):
-        return [("empty", ""), ("unknown", UNKNOWN)]
-    return [("zero", 0), ("negative", -1), ("unknown", UNKNOWN)]
+    """The boundary and wrong values tried for a config node: by its node type, or for an untyped node
+    by its value's type (``bool`` before ``int``, since a bool is an int)."""
+    kind = next((kind for node_type, kind in TYPED_NODES if isinstance(node, node_type)), None)
+    if kind is None:
+        value = node._value()
+        kind = next((kind for kind in VALUES if isinstance(value, kind)), None)
+    return VALUES.get(kind, [("zero", 0), ("negative", -1), ("unknown", UNKNOWN)])
 
 
 def leaf_keys(node: DictConfig, prefix: str) -> Iterator[tuple[str, Any]]:
