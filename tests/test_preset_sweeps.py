@@ -51,10 +51,12 @@ EXPECTED_JOBS: dict[str, int] = {
     "hbn/table10": 35, "hbn/table1_c100": 21, "hbn/table1_mnist": 7, "hbn/table1_tiny": 14, "hbn/table2": 30,
     "hbn/table3": 28, "hbn/table4": 16, "hbn/table4_mnist": 16, "hbn/table5": 15, "hbn/table6": 6,
     "hbn/table8": 42, "hbn/table9": 49,
+    "hbn/table1_fmnist": 42, "hbn/table2_fmnist": 12, "hbn/table4_fmnist": 24, "hbn/table6_fmnist": 15,
+    "hbn/sec5_fmnist": 3, "hbn/fig5_fmnist": 12,
 }
 """The runs each grid preset's sweep makes: its paper's rows x columns x seeds, as its comment lists them."""
 
-FAST = {"fedrbn/table4", "fedrbn/table3", "fixbn/fig1", "fedbn/fig9"}
+FAST = {"fedrbn/table4", "fedrbn/table3", "fixbn/fig1", "fedbn/fig9", "hbn/table4_fmnist"}
 """Presets whose every job is composed in the default run (Table 4's rows, two presets that replace
 inherited sweep lists, Fig. 1's per-bar settings); the others under ``-m slow``."""
 

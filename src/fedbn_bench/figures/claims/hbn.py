@@ -1,0 +1,134 @@
+"""HBN's claims (hbn_hybrid_batch_normalisation.txt), reduced to Fashion-MNIST on a CPU.
+
+Thresholds come from the paper's numbers (Tables 1, 2, 4, 6; §5; Fig. 5): where the paper shows a gap of G
+points, the check asks for about a third of it; where it ranks HBN first, HBN must be at or above each other
+norm; where it says a change costs almost nothing, at most 1 point; where it says a curve is insensitive, 3
+points. Seeds: 3 (every gap here is under 6 points). The quantity is the best test accuracy over the
+evaluations (the paper's ``best_acc``). The reduced setting, and why λ is matched to the run length:
+``conf/experiment/hbn/base/fmnist.yaml``.
+"""
+from __future__ import annotations
+
+from fedbn_bench.figures.claims.base import Check, Claim, Quantity
+
+TABLE1 = "results/hbn/table1_fmnist/runs"
+TABLE2 = "results/hbn/table2_fmnist/runs"
+TABLE4 = "results/hbn/table4_fmnist/runs"
+TABLE6 = "results/hbn/table6_fmnist/runs"
+SEC5 = "results/hbn/sec5_fmnist/runs"
+FIG5 = "results/hbn/fig5_fmnist/runs"
+ROW = "+experiment/hbn/fmnist_row"
+BEST = "summary:best_test_acc"
+SETTING = ("Fashion-MNIST, Simple-CNN, FedAvg, K = 100 clients with 10 a round, B = 4, E = 1, per-class Dirichlet(φ), "
+           "30 rounds evaluated every 5, Table 8's per-method lr, HBN's λ = 0.15 (matched to 30 rounds)")
+FULL_C10 = "`experiment=hbn/{}` (CIFAR-10, 500 rounds; needs CIFAR-10 and a GPU)"
+NORMS = {"BN": "bn", "GN": "gn", "LN": "ln", "FedFN": "fedfn", "FixBN": "fixbn", "FBN": "fbn", "HBN": "hbn"}
+PAPER_TABLE1 = {
+    0.1: {"BN": 69.61, "GN": 68.76, "LN": 66.22, "FedFN": 67.96, "FixBN": 70.36, "FBN": 66.13, "HBN": 71.56},
+    0.6: {"BN": 75.82, "GN": 75.74, "LN": 74.08, "FedFN": 75.51, "FixBN": 77.34, "FBN": 73.91, "HBN": 78.22},
+}
+
+
+def row(runs: str, name: str, alpha: float = 0.6, **where) -> Quantity:
+    return Quantity(runs, {ROW: name, "alpha": alpha, **where}, metric=BEST)
+
+
+def table1(phi: float) -> Claim:
+    paper = PAPER_TABLE1[phi]
+    gap = paper["HBN"] - paper["BN"]
+    checks = tuple(Check("HBN", name, "at_least", 0.0, f"paper: HBN first ({paper['HBN']} vs {name} {paper[name]})")
+                   for name in NORMS if name != "HBN")
+    return Claim(
+        f"hbn/table1_phi{phi}",
+        f"§4.2 Table 1 (CIFAR-10, φ = {phi}): FedAvg + HBN has the best accuracy of the seven norms "
+        f"({paper['HBN']}), {gap:.2f} points above BN ({paper['BN']}).",
+        paper, f"{SETTING}, φ = {phi}", "hbn/table1_fmnist",
+        {name: row(TABLE1, option, phi) for name, option in NORMS.items()},
+        checks + (Check("HBN", "BN", "at_least", round(gap / 3, 2), f"paper gap {gap:.2f} points; a third of it"),),
+        seeds=3, full_scale=FULL_C10.format("table1"))
+
+
+def table4(algorithm: str, own: str, paper_own: float, paper_hbn: float) -> Claim:
+    gain = paper_hbn - paper_own
+    label = {"fedprox": "FedProx", "scaffold": "SCAFFOLD", "fedadam": "FedAdam", "fedsam": "FedSAM"}[algorithm]
+    return Claim(
+        f"hbn/table4_{algorithm}",
+        f"§4.3 Table 4 (CIFAR-10, φ = 0.6): HBN in place of {label}'s own normalisation ({own.upper()}) improves it "
+        f"({paper_own} → {paper_hbn}).",
+        {f"{label} + {own.upper()}": paper_own, f"{label} + HBN": paper_hbn},
+        f"{SETTING}, φ = 0.6; algorithm settings of conf/experiment/hbn/table4_method (the paper gives none)",
+        "hbn/table4_fmnist",
+        {f"{label} + {own.upper()}": row(TABLE4, f"{algorithm}_{own}"), f"{label} + HBN": row(TABLE4, f"{algorithm}_hbn")},
+        (Check(f"{label} + HBN", f"{label} + {own.upper()}", "at_least", round(gain / 3, 2),
+               f"paper gain {gain:.2f} points; a third of it"),),
+        seeds=3, full_scale=FULL_C10.format("table4"))
+
+
+ABLATION = {"moving average (Eq. 7 →)": ("hbn_moving_average", 72.25),
+            "weighted average (Eq. 8 →)": ("hbn_weighted_average", 77.90),
+            "only global statistics (Eq. 9 →)": ("hbn_global_only", 76.87),
+            "only batch statistics (Eq. 9 →)": ("hbn_batch_only", 76.33),
+            "fixed 1:1 ratio (Eq. 9 →)": ("hbn_fixed", 77.49)}
+FULL_HBN = 78.22
+
+CLAIMS: list[Claim] = [
+    table1(0.1),
+    table1(0.6),
+    Claim(
+        "hbn/table2_batch_size",
+        "§4.3 Table 2 / Fig. 4 (CIFAR-100, φ = 0.6): from B = 32 to B = 2 BN loses 5.74 points, HBN 2.19; at B = 2 "
+        "HBN is 4.97 points above BN.",
+        {"BN B=32": 49.63, "BN B=2": 43.89, "HBN B=32": 51.05, "HBN B=2": 48.86},
+        f"{SETTING}, φ = 0.6, B = 32 and B = 2 with lr scaled linearly from B = 4", "hbn/table2_fmnist",
+        {"BN B=32": row(TABLE2, "bn_b32"), "BN B=2": row(TABLE2, "bn_b2"),
+         "HBN B=32": row(TABLE2, "hbn_b32"), "HBN B=2": row(TABLE2, "hbn_b2")},
+        (Check("BN B=32", "BN B=2", "at_least", 1.91, "paper: BN loses 5.74 points; a third of it"),
+         Check("HBN B=32", "HBN B=2", "at_most", 3.97, "paper: HBN loses 2.19, BN 5.74; HBN's loss below their midpoint"),
+         Check("HBN B=2", "BN B=2", "at_least", 1.66, "paper gap at B = 2: 4.97 points; a third of it")),
+        seeds=3, full_scale="`experiment=hbn/table2` (CIFAR-100, 1000 rounds; needs CIFAR-100 and a GPU)"),
+    table4("fedprox", "bn", 76.08, 78.44),
+    table4("scaffold", "bn", 77.63, 78.65),
+    table4("fedadam", "gn", 75.67, 78.17),
+    table4("fedsam", "bn", 76.39, 78.40),
+    Claim(
+        "hbn/table6_ablation",
+        "§4.4 Table 6 (CIFAR-10, φ = 0.6): full HBN (78.22) is above each ablated variant (72.25 to 77.90).",
+        {"full HBN": FULL_HBN, **{name: value for name, (_, value) in ABLATION.items()}},
+        f"{SETTING}, φ = 0.6; full HBN = table1_fmnist's φ = 0.6 HBN runs", "hbn/table6_fmnist",
+        {"full HBN": row(TABLE1, "hbn"), **{name: row(TABLE6, option) for name, (option, _) in ABLATION.items()}},
+        tuple(Check("full HBN", name, "at_least", round((FULL_HBN - value) / 3, 2),
+                    f"paper gap {FULL_HBN - value:.2f} points; a third of it")
+              for name, (_, value) in ABLATION.items()),
+        seeds=3, full_scale=FULL_C10.format("table6")),
+    Claim(
+        "hbn/sec5_random_samples",
+        "§5: computing HBN's statistics from 128 random samples per client instead of all local data costs only "
+        "0.13 points.",
+        {"all samples": None, "128 random samples": None},
+        f"{SETTING}, φ = 0.6; all samples = table1_fmnist's φ = 0.6 HBN runs (each client holds about 600)",
+        "hbn/sec5_fmnist",
+        {"all samples": row(TABLE1, "hbn"), "128 random samples": row(SEC5, "hbn", **{"norm.stats_samples": 128})},
+        (Check("all samples", "128 random samples", "at_most", 1.0,
+               "paper: a 0.13-point cost; at most 1 point (module docstring)"),),
+        seeds=3, full_scale=FULL_C10.format("sec5")),
+    Claim(
+        "hbn/fig5_small_lambda_low_c",
+        "§4.4 Fig. 5 (CIFAR-10, φ = 0.6, B = 32): at a low client ratio (C = 0.1) a small λ helps.",
+        {"λ small, C = 0.1": None, "λ = 1, C = 0.1": None},
+        "as the Table 1 setting but K = 20 clients, C = 0.1 (2 a round), B = 32, lr 0.08, φ = 0.6; small λ = 0.15 "
+        "(the paper's 0.01 matched to 30 rounds)", "hbn/fig5_fmnist",
+        {"λ small, C = 0.1": row(FIG5, "hbn", **{"clients_per_round": 2, "norm.lam": 0.15}),
+         "λ = 1, C = 0.1": row(FIG5, "hbn", **{"clients_per_round": 2, "norm.lam": 1})},
+        (Check("λ small, C = 0.1", "λ = 1, C = 0.1", "at_least", 0.0, "paper: curves only; small λ above λ = 1"),),
+        seeds=3, full_scale=FULL_C10.format("fig5")),
+    Claim(
+        "hbn/fig5_lambda_insensitive_high_c",
+        "§4.4 Fig. 5 (CIFAR-10, φ = 0.6, B = 32): at a high client ratio (C = 1) HBN is insensitive to λ.",
+        {"λ small, C = 1": None, "λ = 1, C = 1": None},
+        "as the Table 1 setting but K = 20 clients, C = 1 (20 a round), B = 32, lr 0.08, φ = 0.6; small λ = 0.15",
+        "hbn/fig5_fmnist",
+        {"λ small, C = 1": row(FIG5, "hbn", **{"clients_per_round": 20, "norm.lam": 0.15}),
+         "λ = 1, C = 1": row(FIG5, "hbn", **{"clients_per_round": 20, "norm.lam": 1})},
+        (Check("λ small, C = 1", "λ = 1, C = 1", "within", 3.0, "paper: curves only; insensitive (module docstring)"),),
+        seeds=3, full_scale=FULL_C10.format("fig5")),
+]
