@@ -12,6 +12,9 @@ sees exactly what happens before the first round. It returns one of
 * ``("error", message)``: a ``UserError`` (the one ``error:`` line of ``run.py``);
 * ``("legal", "")``: everything up to the first round accepted the value;
 * ``("traceback", repr)``: anything else, a bug.
+
+``completes(case)`` then trains a legal value to the end (``TINY``: one round) and says what went wrong
+if the run did not end ``completed``.
 """
 from __future__ import annotations
 
@@ -170,6 +173,16 @@ def outcome(cfg: DictConfig, case: Case, run_dir: Path) -> tuple[str, str]:
     except Exception as err:  # noqa: BLE001 - every other exception is the bug being looked for
         return "traceback", f"{type(err).__name__}: {err}"
     return "traceback", "run_experiment returned without reaching a round"
+
+
+def completes(cfg: DictConfig, case: Case, run_dir: Path) -> str | None:
+    """Train ``case``'s (legal) value for the whole ``TINY`` run; ``None`` if it ends ``completed``, else why not."""
+    try:
+        summary = run_experiment(with_value(cfg, case), run_dir)
+    except Exception as err:  # noqa: BLE001 - a legal value that cannot be trained is the finding
+        return f"training raised {type(err).__name__}: {err}"
+    status = summary.get("status") if isinstance(summary, dict) else None
+    return None if status == "completed" else f"the run ended {status!r}, not 'completed'"
 
 
 def names_key(message: str, case: Case) -> bool:

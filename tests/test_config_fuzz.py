@@ -3,8 +3,12 @@ wrong values, through the real pre-round path. Each case must be refused by the 
 ``UserError`` naming the key, writing nothing; or be legal with a reason in ``LEGAL``. Never a
 traceback.
 
-The default suite walks the top-level keys (the run's own settings) and every key of every option of
-every group (1481 cases, about 90 s on one core, one test per group so the workers share them)."""
+A legal value is then trained to the end (one round, ``fz.TINY``) and must end ``completed``. The default
+suite walks the top-level keys (the run's own settings) and every key of every option of every group (1481
+cases, about 90 s on one core, one test per group so the workers share them) and trains the first legal value
+of each option; ``-m slow`` trains every legal value. Neither trains a ``huge`` value (a huge round count or
+step count is the long run itself; its reason in ``LEGAL`` says why it is legal) nor, in the default suite,
+the options in ``COSTLY`` (224-pixel models, 15 to 45 s for one round on two cores)."""
 from __future__ import annotations
 
 import fnmatch
@@ -106,16 +110,22 @@ LEGAL = {
 ``<group>=<option>:<key>`` (a key that the option does not read)."""
 
 
+COSTLY = {"dataset=office_caltech10", "dataset=imagenet", "dataset=domainnet", "model=vgg11", "model=vgg19"}
+"""Options whose one-round run costs 15 to 45 s on two cores: trained only under ``-m slow``."""
+
+
 def legal_reason(case: fz.Case) -> str | None:
     return next((why for (pattern, label), why in LEGAL.items()
                  if fnmatch.fnmatch(case.label, label)
                  and fnmatch.fnmatch(f"{case.option}:{case.key}" if ":" in pattern else case.key, pattern)), None)
 
 
-def findings(cases, tmp_path: Path) -> tuple[int, list[str]]:
-    """Run ``cases``; the number run and one line per case that breaks the promise."""
+def findings(cases, tmp_path: Path, train: str = "first") -> tuple[int, int, list[str]]:
+    """Run ``cases``; the number run, the number trained to the end and one line per case that breaks the
+    promise. ``train``: which legal
+    values are then trained to the end, ``"first"`` of each option outside ``COSTLY`` or ``"all"``."""
     logging.disable(logging.WARNING)
-    bad, count = [], 0
+    bad, count, trained = [], 0, []
     try:
         for i, (cfg, case) in enumerate(cases):
             count += 1
@@ -129,9 +139,20 @@ def findings(cases, tmp_path: Path) -> tuple[int, list[str]]:
                 bad.append(f"{case}: refused after writing {sorted(p.name for p in run_dir.iterdir())}")
             elif kind == "legal" and legal_reason(case) is None:
                 bad.append(f"{case}: accepted without a reason in LEGAL")
+            elif kind == "legal" and to_train(case, trained, train):
+                trained.append(case.option)
+                problem = fz.completes(cfg, case, tmp_path / f"trained{i}")
+                if problem:
+                    bad.append(f"{case}: legal, but {problem}")
     finally:
         logging.disable(logging.NOTSET)
-    return count, bad
+    return count, len(trained), bad
+
+
+def to_train(case: fz.Case, trained: list[str], train: str) -> bool:
+    if case.label == "huge":
+        return False
+    return train == "all" or (case.option not in trained and case.option not in COSTLY)
 
 
 def test_the_fuzzer_walks_every_key_of_every_group(tmp_path):
@@ -146,14 +167,24 @@ def test_the_fuzzer_walks_every_key_of_every_group(tmp_path):
 
 def test_every_top_level_key_is_legal_or_one_error_naming_it(tmp_path):
     top = [(cfg, case) for cfg, case in fz.top_level_cases(tmp_path / "data")]
-    count, bad = findings(top, tmp_path)
-    print(f"schema fuzzer, top-level keys: {count} cases, {len(bad)} findings")
+    count, trained, bad = findings(top, tmp_path)
+    print(f"schema fuzzer, top-level keys: {count} cases, {trained} legal values trained, {len(bad)} findings")
     assert not bad, "\n".join(bad)
 
 
 @pytest.mark.parametrize("group", fz.GROUPS)
 def test_every_key_of_every_group_is_legal_or_one_error_naming_it(group, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # relative roots and cache folders of the fuzzed values land here
-    count, bad = findings(fz.group_cases(group, tmp_path / "data"), tmp_path)
-    print(f"schema fuzzer, {group}: {count} cases, {len(bad)} findings")
+    count, trained, bad = findings(fz.group_cases(group, tmp_path / "data"), tmp_path)
+    print(f"schema fuzzer, {group}: {count} cases, {trained} legal values trained, {len(bad)} findings")
+    assert count and not bad, "\n".join(bad)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", ("top-level", *fz.GROUPS))
+def test_every_legal_value_trains_to_the_end(group, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cases = fz.top_level_cases(tmp_path / "data") if group == "top-level" else fz.group_cases(group, tmp_path / "data")
+    count, trained, bad = findings(cases, tmp_path, train="all")
+    print(f"schema fuzzer, {group}: {count} cases, every legal value trained ({trained}), {len(bad)} findings")
     assert count and not bad, "\n".join(bad)
