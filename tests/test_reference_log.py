@@ -1,4 +1,4 @@
-"""``records/reference_log.py``: a HybridBN log becomes a run record that ``records/reader.py`` reads like
+"""``records/reference_log.py``: a HybridBN log (any of its main scripts) becomes a run record that ``records/reader.py`` reads like
 ours (rounds from 1, accuracy as a fraction, the final and best values), and a log that stopped early or
 never evaluated is a failed run, which no claim counts."""
 from __future__ import annotations
@@ -38,6 +38,20 @@ def test_record_reads_back_as_a_completed_run(tmp_path):
     assert run.get("seed") == 2
     assert run.curve("test_acc")[0] == [1.0, 2.0, 3.0]
     assert (tmp_path / "run" / "run.log").read_text() == LOG
+
+
+HBN_LOG = """Round   0, selected clients [0 1 2]
+clients loss: [0.5, 0.7, 0.6], Average loss 0.600, Time 11.631
+test: Acc 38.000, Loss 2.024
+Round   1, selected clients [0 1 2]
+clients loss: [0.4, 0.5, 0.3], Average loss 0.400, Time 10.2
+test: Acc 47.500, Loss 1.500
+"""
+
+
+def test_rows_of_fedhbn_main_which_prints_clients_and_time():
+    assert [(r["round"], r["test_acc"]) for r in hybridbn_rows(HBN_LOG)] == [(1, pytest.approx(0.38)),
+                                                                             (2, pytest.approx(0.475))]
 
 
 @pytest.mark.parametrize("log, finished", [(LOG, False), ("Round   0, selected client [1]\n", True)])

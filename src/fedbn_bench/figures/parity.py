@@ -1,0 +1,114 @@
+"""Parity of fedbn-bench with an author's code (``scripts/parity/compare.py``, ``results/parity/``): the runs
+of both sides grouped by method (``norm.name``, which the authors' records carry too,
+``records/reference_log.py``), each method's final test accuracy as mean ± sd over the seeds (completed
+runs only), the difference ours − theirs and Welch's t of it (unequal variances, Welch–Satterthwaite
+degrees of freedom, two-sided p), and the accuracy curves of both sides."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from scipy import stats
+
+from fedbn_bench.figures.base import COMPLETED, cell, md_table, mean_std
+from fedbn_bench.records.reader import RunRecord
+
+
+@dataclass(frozen=True)
+class Welch:
+    """Welch's two-sample t test of ``mean(a) − mean(b)``."""
+
+    t: float
+    dof: float
+    p: float
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> Optional[Welch]:
+    """Welch's t of ``mean(a) − mean(b)``; ``None`` when a side has fewer than two values or both have
+    no spread (no standard error)."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return None
+    t = (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(va + vb)
+    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return Welch(t, dof, float(2 * stats.t.sf(abs(t), dof)))
+
+
+def method_of(run: RunRecord) -> str:
+    """The method a run belongs to: its ``norm.name`` (``?`` when it has none)."""
+    return str(run.get("norm.name", "?"))
+
+
+def final_accuracy(runs: Sequence[RunRecord]) -> list[float]:
+    """The final test accuracy (%) of the completed ``runs``."""
+    return [100.0 * r.summary["final_test_acc"] for r in runs
+            if r.status == COMPLETED and r.summary.get("final_test_acc") is not None]
+
+
+@dataclass
+class Comparison:
+    """One method's runs on both sides."""
+
+    method: str
+    authors: list[RunRecord]
+    ours: list[RunRecord]
+
+    @property
+    def difference(self) -> Optional[float]:
+        """Mean final accuracy, ours − theirs (points)."""
+        (a, _), (b, _) = mean_std(final_accuracy(self.ours)), mean_std(final_accuracy(self.authors))
+        return None if a is None or b is None else a - b
+
+    @property
+    def test(self) -> Optional[Welch]:
+        return welch(final_accuracy(self.ours), final_accuracy(self.authors))
+
+    def not_counted(self) -> list[str]:
+        """The runs left out (not completed), named with their side and status."""
+        return [f"{side} {run.path.name}: {run.status_text}" for side, runs in (("authors", self.authors),
+                                                                               ("ours", self.ours))
+                for run in runs if run.status != COMPLETED]
+
+
+def compare(authors: Sequence[RunRecord], ours: Sequence[RunRecord]) -> list[Comparison]:
+    """The methods either side ran, sorted, each with its runs on both sides."""
+    methods = sorted({method_of(r) for r in [*authors, *ours]})
+    return [Comparison(m, [r for r in authors if method_of(r) == m], [r for r in ours if method_of(r) == m])
+            for m in methods]
+
+
+def accuracy_text(runs: Sequence[RunRecord]) -> str:
+    """``mean ± sd (n)`` of the final accuracy in %, ``–`` without a completed run."""
+    values = final_accuracy(runs)
+    mean, sd = mean_std(values)
+    return "–" if mean is None else f"{cell(mean)} ± {cell(sd)} ({len(values)})"
+
+
+def implementation(runs: Sequence[RunRecord]) -> str:
+    """What ran a method: the authors' script, or our norm with its variant."""
+    names = set()
+    for run in runs:
+        if run.get("implementation"):
+            names.add(str(run.get("implementation")))
+        else:
+            variant = run.get("norm.variant")
+            names.add(f"norm={method_of(run)}" + (f" variant={variant}" if variant else ""))
+    return ", ".join(sorted(names)) or "–"
+
+
+def table(comparisons: Sequence[Comparison]) -> list[str]:
+    """The markdown table: per method both implementations, final accuracy, difference and Welch's t."""
+    rows = []
+    for c in comparisons:
+        test = c.test
+        rows.append([c.method, implementation(c.authors), implementation(c.ours), accuracy_text(c.authors),
+                     accuracy_text(c.ours), cell(c.difference, sign=True),
+                     "–" if test is None else f"{test.t:+.2f} ({test.dof:.1f})",
+                     "–" if test is None else f"{test.p:.2f}"])
+    return md_table(["method", "authors' code", "fedbn-bench", "theirs: final acc % (seeds)",
+                     "ours: final acc % (seeds)", "ours − theirs", "Welch t (dof)", "p"], rows,
+                    ["---", "---", "---", "---:", "---:", "---:", "---:", "---:"])
