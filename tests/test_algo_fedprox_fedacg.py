@@ -118,6 +118,27 @@ def test_clipping_applies_to_the_total_gradient_as_torch_does():
         torch.testing.assert_close(out[k], p.grad)
 
 
+@pytest.mark.parametrize("clients", [None, 3], ids=["one", "stack"])
+@pytest.mark.parametrize("overrides, penalty_weight", [
+    ([], 0.5e-3),                         # the paper (default): β/2 ‖θ − θ_la‖², pull 1e-3 (θ − θ_la)
+    (["algo.proximal=squared"], 1e-3),    # the authors' code: weight · Σ(θ − θ_la)², pull 2e-3 (θ − θ_la)
+])
+def test_fedacg_pull_toward_the_lookahead_is_the_gradient_of_its_penalty(overrides, penalty_weight, clients):
+    """At the default β = 1e-3, the hook adds exactly autograd's gradient of ``penalty_weight ·
+    ‖θ − θ_lookahead‖²`` (float64): 1e-3 (θ − θ_la) for the paper's β/2, 2e-3 for the code's β."""
+    cfg = compose_config(["algo=fedacg", "algo.momentum=0", "algo.clip_grad_norm=null", *overrides]).algo
+    alg = build_algorithm(cfg)
+    assert alg.cfg.beta == 1e-3
+    received, moved, grads = ({k: v.double() for k, v in tree.items()} for tree in hand_built(clients))
+    out = alg.gradient_hook(dict(grads), moved, start_local(alg, received, clients))
+    theta = {k: v.clone().requires_grad_(True) for k, v in moved.items()}
+    penalty = penalty_weight * sum((theta[k] - received[k]).square().sum() for k in theta)
+    penalty.backward()
+    for k in grads:
+        torch.testing.assert_close(out[k] - grads[k], theta[k].grad, **F64)
+        torch.testing.assert_close(out[k] - grads[k], 2 * penalty_weight * (moved[k] - received[k]), **F64)
+
+
 def test_fedacg_server_step_and_broadcast_follow_algorithm_1():
     lam = 0.8
     alg = algo("fedacg", lam=lam)
@@ -160,7 +181,8 @@ def test_fedprox_bad_options(override, key):
         build_algorithm(compose_config(["algo=fedprox", override]).algo)
 
 
-@pytest.mark.parametrize("override, key", [("algo.lam=1", "algo.lam"), ("algo.beta=-0.1", "algo.beta")])
+@pytest.mark.parametrize("override, key", [("algo.lam=1", "algo.lam"), ("algo.beta=-0.1", "algo.beta"),
+                                           ("algo.proximal=half", "algo.proximal")])
 def test_fedacg_bad_options(override, key):
     with pytest.raises(ConfigError, match=key):
         build_algorithm(compose_config(["algo=fedacg", override]).algo)

@@ -4,6 +4,7 @@ unit, scaled weight standardization), statistics untouched by the extra passes, 
 fallback, bad options, and 2-round runs on the norms (engine equivalence: test_engine_equivalence)."""
 from __future__ import annotations
 
+import copy
 import logging
 import math
 
@@ -16,8 +17,8 @@ from torch import nn
 from conftest import build_simulation, compose_config
 from fedbn_bench.algorithms import ALGORITHMS, build_algorithm
 from fedbn_bench.algorithms.fedsam import sam_perturbation
-from fedbn_bench.algorithms.fedwon import ScaledWSConv2d, adaptive_clip, standardize
-from fedbn_bench.algorithms.moon import ProjectionHead, contrastive_loss
+from fedbn_bench.algorithms.fedwon import RELU_GAMMA, FedWonConfig, ScaledWSConv2d, adaptive_clip, standardize
+from fedbn_bench.algorithms.moon import ProjectionHead, contrastive_loss, representation
 from fedbn_bench.engine.select import select_engine
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.runner import build_federation, run_experiment
@@ -103,6 +104,60 @@ def test_moon_keeps_each_clients_previous_model_and_adds_a_projection_head(tmp_p
         assert any(not torch.equal(previous[k], sim.store.global_state[k]) for k in previous), "its own model"
 
 
+def moon_client(tmp_path):
+    """MOON's model (BN, float64, train mode), algorithm and one batch of 16 training samples."""
+    sim = build_simulation([*BASE, "algo=moon", "norm=bn"], tmp_path, rounds=1)
+    data = sim.fed.data.train
+    return sim.fed.model.train(), sim.fed.algo, data.x[:16], data.y[:16]
+
+
+def test_moon_reference_models_use_the_received_statistics(tmp_path):
+    """z_glob and z_prev are computed with the BN running statistics the client received, not with
+    those the step's own train-mode forward has already moved (the MOON code runs its global model
+    with the statistics it received)."""
+    model, algo, x, y = moon_client(tmp_path)
+    received = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(4)
+    params = {k: p.detach() for k, p in model.named_parameters()}
+    previous = {k: p + 0.05 * torch.randn(p.shape, generator=g, dtype=p.dtype) for k, p in params.items()}
+    loss = algo.model_loss(model, x, y, algo.start(params, {"previous": previous}))
+    moved = {k for k, b in model.named_buffers() if not torch.equal(b, received.get_buffer(k))}
+    assert any(k.endswith("running_mean") for k in moved), "the step's forward moved the statistics"
+
+    def z_eval(reference: nn.Module) -> torch.Tensor:
+        reference.eval()
+        return representation(reference, reference.forward_features(x))
+
+    prev = copy.deepcopy(received)
+    prev.load_state_dict(previous, strict=False)
+    ref = copy.deepcopy(received)
+    h = ref.forward_features(x)
+    expected = F.cross_entropy(ref.head(h), y) + algo.cfg.mu * contrastive_loss(
+        representation(ref, h), z_eval(copy.deepcopy(received)), z_eval(prev), algo.cfg.tau)
+    torch.testing.assert_close(loss, expected, **F64)
+
+
+def test_moon_first_round_is_the_cross_entropy_alone(tmp_path):
+    """No previous model yet: ℓ_con = 0 exactly, as the MOON code's empty round-0 pool (a positive
+    pair alone), not −log ½ = ln 2 from the received model standing in for the previous one."""
+    model, algo, x, y = moon_client(tmp_path)
+    expected = F.cross_entropy(copy.deepcopy(model)(x), y)
+    params = {k: p.detach() for k, p in model.named_parameters()}
+    local = algo.start(params, {})
+    torch.testing.assert_close(algo.model_loss(model, x, y, local), expected, **F64)
+    assert "previous" not in local and "global" not in local, "no reference model is kept"
+
+
+def test_moon_first_round_trains_and_logs_as_without_the_contrastive_term(tmp_path):
+    """Round 0 with μ = 5 equals μ = 0: the same weights and statistics and the same logged loss."""
+    sims = [build_simulation([*BASE, "algo=moon", "norm=bn", f"algo.mu={mu}"], tmp_path / f"mu{mu}", rounds=1)
+            for mu in (5, 0)]
+    losses = [sim.run_round(0) for sim in sims]
+    torch.testing.assert_close(losses[0], losses[1], **F64)
+    for k, v in sims[1].store.global_state.items():
+        torch.testing.assert_close(sims[0].store.global_state[k], v, **F64, msg=k)
+
+
 def test_moon_falls_back_to_loop_with_its_reason(caplog):
     cfg = compose_config([*BASE, "algo=moon", "batch_size=8"])
     fed, _ = build_federation(cfg, torch.device("cpu"))
@@ -143,14 +198,22 @@ def test_agc_clips_each_unit_as_brock_et_al(clients):
 def test_scaled_weight_standardization_centres_and_scales_each_unit():
     """Each unit's kernel has mean 0 and squared norm γ² (unit gain), and the layer convolves with it."""
     conv = nn.Conv2d(3, 5, 3).double()
-    ws = ScaledWSConv2d(conv, gamma=1.7139, eps=1e-4)
+    ws = ScaledWSConv2d(conv, gamma=RELU_GAMMA, eps=1e-4)
     torch.testing.assert_close(ws.weight, conv.weight)
-    std = standardize(conv.weight, ws.gain, 1.7139, 1e-4)
+    std = standardize(conv.weight, ws.gain, RELU_GAMMA, 1e-4)
     flat = std.flatten(1)
     torch.testing.assert_close(flat.mean(1), torch.zeros(5, dtype=torch.float64), atol=1e-12, rtol=0)
-    torch.testing.assert_close(flat.square().sum(1), torch.full((5,), 1.7139 ** 2, dtype=torch.float64), **F64)
+    torch.testing.assert_close(flat.square().sum(1), torch.full((5,), RELU_GAMMA ** 2, dtype=torch.float64), **F64)
     x = torch.randn(2, 3, 6, 6, dtype=torch.float64)
     torch.testing.assert_close(ws(x), F.conv2d(x, std, ws.bias), **F64)
+
+
+def test_fedwon_yaml_gamma_is_the_relu_constant():
+    """conf/algo/fedwon.yaml's γ is √(2/(1 − 1/π)) ≈ 1.7128585 (Brock et al. 2021a's ReLU
+    constant), the dataclass's default."""
+    gamma = compose_config(["algo=fedwon"]).algo.ws_gamma
+    assert gamma == pytest.approx(math.sqrt(2 / (1 - 1 / math.pi)), rel=1e-12)
+    assert gamma == FedWonConfig().ws_gamma
 
 
 @pytest.mark.parametrize(("name", "override", "key"), [

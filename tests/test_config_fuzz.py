@@ -71,7 +71,7 @@ LEGAL = {
     ("algo.mu", "*"): "μ = 0 turns FedProx / MOON into FedAvg (the usual check); a large μ keeps clients at the "
                       "global model",
     ("algo.lam", "zero"): "FedACG's λ = 0: no look-ahead (FedAvg with server momentum)",
-    ("algo.beta", "*"): "FedACG's momentum β: 0 is none, a large β is legal (and diverges, recorded as such)",
+    ("algo.beta", "*"): "FedACG's proximal weight β: 0 is none, a large β is legal (and diverges, recorded as such)",
     ("algo.rho", "*"): "FedSAM's ρ = 0 is plain SGD; a large ρ a large perturbation",
     ("algo.agc_eps", "huge"): "FedWon's AGC floor: a large one clips less",
     ("algo.ws_gamma", "huge"): "FedWon's scaled weight standardization gain: large, not wrong",

@@ -11,13 +11,15 @@ An objective turns one client's batch into its training loss, by role (``core/ro
 * AT users, ``free_at`` (Shafahi et al. 2019, FedRBN Table 4): each batch is replayed ``replays``
   (m) times; every replay trains on x + δ only (the code's ``train_free``, ``adv_lmbd = 1``) and
   then moves δ by ``step_size``·sign(∇_δ ℓ) inside the ε-ball. δ starts at 0 for each client's
-  round and carries over between its batches. The code stops training after rounds / m rounds:
-  the presets set ``rounds`` so.
+  round and carries over between its batches (the code keeps each AT user's δ from round to
+  round: one adversary per user, built before the first round). The code stops training after
+  rounds / m rounds: the presets set ``rounds`` so.
 * ST users: the clean loss; with ``pnc_lambda`` = λ > 0 FedRBN's PNC loss (Eq. 5),
   ``(1 − λ) ℓ(f(x; BN_c)) + λ ℓ(f(x; BN_a))`` with BN_a frozen (its propagated running
   statistics), the gradient of the λ term clipped to norm ``pnc_clip`` = 10 (App. B.1 Alg. 3;
-  the code clips it for every dataset), λ = 0 during the first ``pnc_warmup`` rounds (the code's
-  ``pnc_warmup = 10``; the paper has none, so the default is 0).
+  the code clips it for every dataset), λ = 0 during the first ``pnc_warmup`` rounds (0-based
+  rounds 0 … pnc_warmup − 1; the paper has none, so the default is 0). The code's
+  ``--pnc_warmup 10`` tests ``round > pnc_warmup`` (λ = 0 in its rounds 0 … 10): ``pnc_warmup = 11`` here.
 
 ``loss_of(x)`` is the algorithm's loss of the model on ``x`` (FedProx's proximal term and the
 other algorithms' hooks act on the gradients as without adversarial training). The norm method

@@ -2,14 +2,28 @@
 Gradient", CVPR, Alg. 1): server momentum, a look-ahead broadcast and a proximal client term.
 
 Round t: the server broadcasts the look-ahead ``θ_{t−1} + λ m_{t−1}``; each client trains from it
-with the extra loss ``β/2 ‖θ − (θ_{t−1} + λ m_{t−1})‖²`` (gradient ``β (θ − θ_lookahead)``,
-added before clipping as FedProx's, ``fedprox.py``); the server takes ``Δ_t`` = the aggregate of the
-uploads minus the look-ahead, ``m_t = λ m_{t−1} + Δ_t`` and ``θ_t = θ_{t−1} + m_t`` (so ``θ_t`` is
-the aggregate itself and ``m_t = θ_t − θ_{t−1}``). Alg. 1 averages ``Δ`` with 1/|S_t|; here the run's
-aggregator and weights are used, as for FedAvg (data-size weights by default). ``m`` holds only the
-uploaded keys (never those a norm keeps local) and starts at zero. Defaults ``λ = 0.85``,
-``β = 1e-3``: the setting reported for FedACG (the paper text is not in shared/papers, so not
-checked here); HBN Table 4 does not give them.
+with the extra loss ``β/2 ‖θ − (θ_{t−1} + λ m_{t−1})‖²`` (gradient ``β (θ − θ_lookahead)``, Alg. 1's
+client step; added before clipping as FedProx's, ``fedprox.py``); the server takes ``Δ_t``
+= the aggregate of the uploads minus the look-ahead, ``m_t = λ m_{t−1} + Δ_t`` and
+``θ_t = θ_{t−1} + m_t`` (so ``θ_t`` is the aggregate itself and ``m_t = θ_t − θ_{t−1}``). Alg. 1
+averages ``Δ`` with 1/|S_t|; here the run's aggregator and weights are used, as for FedAvg
+(data-size weights by default). ``m`` holds only the uploaded keys (never those a norm keeps
+local) and starts at zero. Defaults ``λ = 0.85``, ``β = 1e-3``: the authors' setting (their code's
+``server.momentum`` and ``prox_loss.weight``); HBN Table 4 does not give them.
+
+Differences from the authors' code (github.com/geehokim/FedACG), as options or documented:
+
+* ``proximal``: the code's client loss adds ``weight · Σ (θ − θ_lookahead)²`` without the ½, so its
+  weight 1e-3 pulls with ``2e-3 (θ − θ_lookahead)``, twice the paper's ``β (θ − θ_lookahead)`` at the
+  same number. ``proximal: half_squared`` (default) is the paper's ``β/2 ‖·‖²``;
+  ``proximal: squared`` is the code's ``β ‖·‖²`` (gradient ``2β (θ − θ_lookahead)``). The paper is
+  not in ``shared/papers`` and the stored copies searchable here hold only its abstract, so the ½
+  (Alg. 1's client gradient ``β (θ − θ_lookahead)``) is not re-checked against a stored text.
+* BN running statistics: the code adds ``λ m`` to, and keeps momentum on, every ``state_dict``
+  entry, running statistics included when its BatchNorm variant is used (its default ResNet-18
+  uses GroupNorm, which has none). Here look-ahead and momentum act on the learnable weights
+  only; running statistics are the norm method's and are aggregated by it (``norms/``) as under
+  FedAvg.
 """
 from __future__ import annotations
 
@@ -30,6 +44,11 @@ class FedACGConfig(AlgoConfig):
     name: str = "fedacg"
     lam: float = 0.85
     beta: float = 0.001
+    proximal: str = "half_squared"
+
+
+PROXIMAL = ("half_squared", "squared")
+"""``half_squared``: ``β/2 ‖θ − θ_lookahead‖²`` (the paper); ``squared``: ``β ‖θ − θ_lookahead‖²`` (the code)."""
 
 
 @ALGORITHMS.register("fedacg")
@@ -42,6 +61,8 @@ class FedACG(Algorithm):
             raise ConfigError(f"algo.lam={cfg.lam} is invalid: the server momentum λ is in [0, 1)")
         if not cfg.beta >= 0:
             raise ConfigError(f"algo.beta={cfg.beta} is invalid: the proximal weight β is >= 0")
+        if cfg.proximal not in PROXIMAL:
+            raise ConfigError(f"algo.proximal='{cfg.proximal}' is unknown; allowed: {', '.join(PROXIMAL)}")
         self.global_momentum: State = {}
 
     def broadcast(self, global_state: State, client: int) -> State:
@@ -54,7 +75,10 @@ class FedACG(Algorithm):
         return {**super().start(params, client_state), **start_anchor(shared)}
 
     def gradient_hook(self, grads: State, params: State, local: LocalTree) -> State:
-        grads = add_proximal_gradient(grads, params, local, self.cfg.beta, squared=True)
+        """The proximal gradient ``β (θ − θ_lookahead)`` (``2β`` with ``proximal: squared``), then
+        the base class's clipping of the total."""
+        weight = self.cfg.beta if self.cfg.proximal == "half_squared" else 2 * self.cfg.beta
+        grads = add_proximal_gradient(grads, params, local, weight, squared=True)
         return super().gradient_hook(grads, params, local)
 
     def server_update(self, global_state: State, updates: list[ClientUpdate], weights: torch.Tensor,

@@ -7,11 +7,19 @@
 * **Local loss** (Eq. 3): ``ℓ_sup + μ ℓ_con`` with the model-contrastive loss (Eq. 2)
   ``ℓ_con = −log exp(sim(z, z_glob)/τ) / (exp(sim(z, z_glob)/τ) + exp(sim(z, z_prev)/τ))``, ``sim``
   the cosine similarity, ``z_glob`` from the model the client received (with its local keys) and
-  ``z_prev`` from its own model at the end of its previous round (the received one at its first
-  round, as the MOON code's initial pool). Both are computed without gradients in eval mode, as
-  the MOON code runs them (no dropout, stored statistics), with the statistics and buffers the
-  client received this round (the previous model's own running statistics are not kept), on
-  private copies, so they never touch statistics or the random stream.
+  ``z_prev`` from its own model at the end of its previous round. Both are computed without
+  gradients in eval mode, as the MOON code runs them (no dropout, stored statistics), with the
+  statistics and buffers the client received this round, taken before its first training forward
+  moves them (the MOON code's global model keeps its own statistics as received), on private
+  copies, so they never touch statistics or the random stream.
+* **First round**: Alg. 1 takes ``z_prev`` from the client's model of its previous round, which a
+  client does not have before its first round. The MOON code starts with an empty pool of previous
+  models, so its round-0 logits hold only the positive pair and ``ℓ_con = −log 1 = 0``. Here
+  likewise: a client with no previous model trains on ``ℓ_sup`` alone (no reference passes).
+* **Differences from the MOON code** (github.com/QinbinLi/MOON): its pool copies every party's
+  model after each round, so a party first sampled after round 0 contrasts with its own untrained
+  initialization (here: ``ℓ_sup`` alone, as at round 0); its previous models keep their own
+  running statistics (here: the received ones; the previous model's statistics are not kept).
 * Defaults ``μ = 5``, ``τ = 0.5``: the paper's CIFAR-10 setting (§4.1); HBN Table 4 does not give them.
 
 The previous model is each client's algorithm state (checkpointed). MOON runs the model three
@@ -121,16 +129,24 @@ class Moon(Algorithm):
         return model
 
     def start(self, params: State, client_state: dict[str, Any]) -> LocalTree:
-        received = {k: p.clone() for k, p in params.items()}
-        previous = client_state.get("previous", received)
-        return {**super().start(params, client_state), "global": received, "previous": previous}
+        """The base local tree; after the client's first round also the received weights
+        (``global``) and its previous model (``previous``)."""
+        local = super().start(params, client_state)
+        if "previous" in client_state:
+            local["global"] = {k: p.clone() for k, p in params.items()}
+            local["previous"] = client_state["previous"]
+        return local
 
     def model_loss(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, local: LocalTree) -> torch.Tensor:
-        """Eq. 3: cross-entropy plus ``μ`` times the model-contrastive loss."""
+        """Eq. 3: cross-entropy plus ``μ`` times the model-contrastive loss; the cross-entropy alone
+        without a previous model (the client's first round). The received buffers are copied at the
+        round's first call, before its forward in train mode updates the running statistics."""
+        if "previous" not in local:
+            return self.loss(model(x), y)
+        received = local.setdefault("buffers", {k: b.detach().clone() for k, b in model.named_buffers()})
         h = model.forward_features(x)
         loss = self.loss(model.head(h), y)
         z = representation(model, h)
-        received = local.setdefault("buffers", {k: b.detach().clone() for k, b in model.named_buffers()})
         with torch.no_grad():
             z_glob, z_prev = (reference_representation(model, local[name], received, x) for name in ("global", "previous"))
         return loss + self.cfg.mu * contrastive_loss(z, z_glob, z_prev, self.cfg.tau)
