@@ -17,6 +17,7 @@ import torch
 
 import fixtures_data as fx
 from fedbn_bench.data.digits5 import DOMAINS as DIGIT_DOMAINS
+from fedbn_bench.data.digits5_standin import NUM_PARTS, SHIFTS as STANDIN_SHIFTS
 from fedbn_bench.data.domainnet import DOMAINNET
 from fedbn_bench.data.office_caltech10 import OFFICE
 from fedbn_bench.models.pretrained import TORCHVISION_ARCH, weights_path
@@ -35,6 +36,7 @@ PROBES: dict[str, str] = {
     "tinyimagenet": "tiny-imagenet-200/wnids.txt",
     "imagenet": "imagenet/val",
     "digits5": "MNIST_M/test.pkl",
+    "digits5_standin": "MNIST/raw/t10k-labels-idx1-ubyte",
     "office_caltech10": "office_caltech_10/amazon_test.pkl",
     "domainnet": "DomainNet/clipart_test.pkl",
     "abide": "ABIDE/NYU.npz",
@@ -105,6 +107,13 @@ def _digits5(root: Path, cfg) -> None:
                      test_size=max(40, 4 * clients_per_domain(cfg, len(domains))))
 
 
+def _digits5_standin(root: Path, cfg) -> None:
+    """MNIST for the stand-in's four MNIST domains: 10 parts of ``part_size`` and ``test_size`` images each
+    (its fifth domain is scikit-learn's digits, installed with scikit-learn)."""
+    part, test = int(cfg.dataset.options.part_size), int(cfg.dataset.options.test_size)
+    fx.write_mnist(root, "MNIST", len(STANDIN_SHIFTS) * NUM_PARTS * part, len(STANDIN_SHIFTS) * test)
+
+
 def _sites(site_data, writer: Callable) -> Callable:
     def write(root: Path, cfg) -> None:
         per_class = min(_site_need(cfg), SITE_CAP)
@@ -134,6 +143,7 @@ WRITERS: dict[str, Callable] = {
         root, classes=tuple(f"n{i:02d}" for i in range(10)), train_per_class=_train_size(cfg) // 10,
         val_per_class=3),
     "digits5": _digits5,
+    "digits5_standin": _digits5_standin,
     "office_caltech10": _sites(OFFICE, fx.write_office),
     "domainnet": _sites(DOMAINNET, fx.write_domainnet),
     "abide": _abide,

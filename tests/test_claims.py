@@ -79,6 +79,18 @@ def test_first_and_final_skip_cells_without_a_value(tmp_path):
     assert verdict.measured["first"].values == [250.0] and verdict.verdict == HOLDS
 
 
+def test_mean_and_rises_of_a_curve(tmp_path):
+    """``mean:`` averages a column over the evaluations, ``rises:`` sums its increases (FedBN Fig. 3's "smoother")."""
+    run = write_run(tmp_path, "a0", "a", 0, 0.5)
+    (run / "metrics.csv").write_text("round,loss\n1,2.0\n2,nan\n3,1.0\n4,1.5\n5,0.5\n6,0.75\n")
+    claim = Claim("fedbn/toy", "", {}, "", "p", {"mean": Quantity(RUNS, {}, "mean:loss", 1.0),
+                                                 "rises": Quantity(RUNS, {}, "rises:loss", 1.0)},
+                  (Check("rises", "mean", "at_most", 0.0, ""),))
+    verdict = judge(claim, tmp_path)
+    assert verdict.measured["mean"].values == pytest.approx([1.15])
+    assert verdict.measured["rises"].values == pytest.approx([0.75])   # 1.0 -> 1.5 and 0.5 -> 0.75
+
+
 @pytest.mark.parametrize("relation, a, b, passes", [
     ("at_least", 30.0, 10.0, True), ("at_least", 29.0, 10.0, False),
     ("at_most", 12.0, 10.0, True), ("at_most", 12.5, 10.0, False),

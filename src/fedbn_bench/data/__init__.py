@@ -39,6 +39,7 @@ from . import svhn as _svhn  # noqa: F401,E402
 from . import usps as _usps  # noqa: F401,E402
 from . import tinyimagenet as _tinyimagenet  # noqa: F401,E402
 from . import digits5 as _digits5  # noqa: F401,E402
+from . import digits5_standin as _digits5_standin  # noqa: F401,E402
 from . import office_caltech10 as _office_caltech10  # noqa: F401,E402
 from . import domainnet as _domainnet  # noqa: F401,E402
 from . import abide as _abide  # noqa: F401,E402

@@ -27,17 +27,18 @@ def digits_file() -> str:
     return os.path.join(spec.submodule_search_locations[0], "datasets", "data", "digits.csv.gz")
 
 
-def split_digits(seed: int, test_fraction: float) -> dict[str, np.ndarray]:
-    """``sklearn.datasets.load_digits`` split by ``train_test_split`` (stratified, ``seed``):
-    pixels as uint8 0..16, labels, and the train and test indices."""
+def split_digits(seed: int, test_size: float | int, train_size: int | None = None) -> dict[str, np.ndarray]:
+    """``sklearn.datasets.load_digits`` split by ``train_test_split`` (stratified, ``seed``; ``test_size``
+    a fraction or a count, ``train_size`` a count or ``None``: the rest): pixels as uint8 0..16, labels,
+    and the train and test indices."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
     digits = load_digits()
     labels = np.asarray(digits.target, dtype=np.int64)
     train_idx, test_idx = train_test_split(
-        np.arange(labels.shape[0]), test_size=test_fraction, stratify=labels, random_state=seed % 2**32,
-        shuffle=True,
+        np.arange(labels.shape[0]), test_size=test_size, train_size=train_size, stratify=labels,
+        random_state=seed % 2**32, shuffle=True,
     )
     return {"pixels": np.asarray(digits.images, dtype=np.uint8), "labels": labels,
             "train_idx": np.asarray(train_idx, dtype=np.int64), "test_idx": np.asarray(test_idx, dtype=np.int64)}

@@ -176,8 +176,10 @@ def number(value: Any) -> Optional[float]:
 
 
 def measure(run: RunRecord, source: str) -> Optional[float]:
-    """The value of ``source`` (``summary:<key>``, ``final:<column>``, ``first:<column>``, ``best:<column>``) in ``run``;
-    a column's NaN cells (no value yet) are skipped."""
+    """The value of ``source`` in ``run``: ``summary:<key>``, or of a column ``final:``, ``first:``, ``best:``
+    (its largest value), ``mean:`` (over the evaluations) or ``rises:`` (the sum of its increases between
+    consecutive evaluations, ``Σ max(0, v[t+1] − v[t])``: 0 for a curve that never goes up, FedBN Fig. 3's
+    "smoother"); a column's NaN cells (no value yet) are skipped."""
     kind, _, key = source.partition(":")
     if kind == "summary":
         return number(run.summary.get(key))
@@ -191,7 +193,11 @@ def measure(run: RunRecord, source: str) -> Optional[float]:
         return values[0]
     if kind == "best":
         return max(values)
-    raise ValueError(f"metric source {source!r}: expected summary:, final:, first: or best:")
+    if kind == "mean":
+        return sum(values) / len(values)
+    if kind == "rises":
+        return sum(max(0.0, b - a) for a, b in zip(values, values[1:]))
+    raise ValueError(f"metric source {source!r}: expected summary:, final:, first:, best:, mean: or rises:")
 
 
 def cell(value: Optional[float], digits: int = 2, sign: bool = False) -> str:
