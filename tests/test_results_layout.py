@@ -10,8 +10,8 @@ from conftest import CONF, ROOT
 from fedbn_bench.figures.catalog import CATALOG
 
 PAPERS = ("fbn", "fedbn", "fedrbn", "fixbn", "hbn")
-SHARED = {"bench", "claims", "CLAIMS.md"}
-"""Not a paper's result: the speed benchmarks, the claims' verdicts and charts."""
+SHARED = {"bench", "claims", "CLAIMS.md", "parity"}
+"""Not a paper's result: the speed benchmarks, the claims' verdicts and charts, parity with the authors' code."""
 
 SWEEP_DIRS = {path.relative_to(CONF / "experiment").with_suffix("").as_posix(): sweep_dir
               for path in sorted((CONF / "experiment").glob("*/*.yaml"))
