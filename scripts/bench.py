@@ -34,7 +34,11 @@ to other processes sharing the machine).
 
 ``--algo fedavg,fedprox,...`` times the configurations (by default only ``auto``) once per FL
 algorithm on the preset, with each row's speed relative to FedAvg's in the same configuration
-(``speed_vs_fedavg``), written to ``results/bench/<preset>_algos.csv``.
+(``speed_vs_fedavg``), written to ``results/bench/<preset>_algos.csv``. ``--norm bn,hbn`` does the
+same per norm method, with each row's time (wall and CPU) relative to the first norm's in the same
+configuration (``time_vs_<norm>``, ``cpu_time_vs_<norm>``), written to
+``results/bench/<preset>_norms.csv``. The ``eval`` configuration includes the statistics a run
+re-estimates before each test (HBN §4.1, ``eval_statistics``).
 
 ``--sweep "norm=bn,gn rounds=15"`` times a whole sweep of ``run.py`` (issue 16, item 1): the same
 ``python run.py -m <overrides>`` sequentially and with ``hydra/launcher=joblib
@@ -343,7 +347,8 @@ def timed_rounds(step, config: str, backend: str, rounds: int, warmup: int, devi
 
 def measure_evaluation(preset_name: str, rounds: int, warmup: int, device: torch.device, overrides: list[str],
                        test_size: int = 10_000) -> dict:
-    """Seconds per evaluation of the global model on ``test_size`` test images (the run's metric list)."""
+    """Seconds per evaluation of the global model on ``test_size`` test images (the run's metric
+    list), after re-estimating the statistics on a round's clients where the run does (HBN §4.1)."""
     preset = PRESETS[preset_name]
     cfg = compose_config(preset, [*overrides, "engine=loop"])
     sim, _ = engine_rounds(preset, cfg, device, "loop", 1, test_size)
@@ -352,7 +357,8 @@ def measure_evaluation(preset_name: str, rounds: int, warmup: int, device: torch
         if device.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        sim.evaluator.evaluate()
+        fresh = sim.rounds.fresh_statistics(r) if sim.loop.reestimate else {}
+        sim.evaluator.evaluate({**sim.store.global_state, **fresh})
         if device.type == "cuda":
             torch.cuda.synchronize()
         if r >= warmup:
@@ -379,11 +385,11 @@ def measure_matmul(device: torch.device, n: int = 2048, repeats: int = 10) -> di
             "samples_per_round": 0, "peak_mem_mib": 0.0, "mem_kind": "", "gflop_per_round": 2 * n**3 / 1e9}
 
 
-def run_child(args: argparse.Namespace, config: str, algo: str | None, tree: Path = ROOT) -> dict:
-    """Time ``config`` (with ``algo=<algo>`` unless ``None``: the preset's algorithm) in a fresh
-    process, with the package and this script of checkout ``tree``."""
+def run_child(args: argparse.Namespace, config: str, choice: dict[str, str], tree: Path = ROOT) -> dict:
+    """Time ``config`` with the groups ``choice`` names (``{"algo": ..., "norm": ...}``, each
+    missing one the preset's) in a fresh process, with the package and this script of checkout ``tree``."""
     script = tree / "scripts" / "bench.py"
-    overrides = [*args.override, *([f"algo={algo}"] if algo else [])]
+    overrides = [*args.override, *(f"{group}={value}" for group, value in choice.items())]
     cmd = [sys.executable, str(script), "--preset", args.preset, "--child", config, "--rounds", str(args.rounds),
            "--warmup", str(args.warmup), "--device", args.device, *[f"--override={o}" for o in overrides],
            *(["--replicas", str(args.replicas)] if config == "replicas" else [])]
@@ -392,7 +398,9 @@ def run_child(args: argparse.Namespace, config: str, algo: str | None, tree: Pat
     if out.returncode != 0:
         raise RuntimeError(f"{config} failed:\n{out.stderr[-3000:]}")
     row = json.loads(out.stdout.strip().splitlines()[-1])
-    row["algo"] = algo or next(o.split("=", 1)[1] for o in PRESETS[args.preset].overrides if o.startswith("algo="))
+    for group in ("algo", "norm"):
+        row[group] = choice.get(group) or next(o.split("=", 1)[1] for o in PRESETS[args.preset].overrides
+                                               if o.startswith(f"{group}="))
     if tree != ROOT:
         row["config"] = f"baseline:{config}"
     return row
@@ -459,6 +467,14 @@ def bench_sweep(args: argparse.Namespace) -> None:
     print(f"wrote {path}")
 
 
+def relative_to(table, group: str, value: str, column: str):
+    """Each row's ``column`` over that of the row with ``group`` = ``value`` and otherwise the same
+    configuration, algorithm and norm (NaN where there is none)."""
+    keys = [k for k in ("config", "algo", "norm") if k != group]
+    reference = table[table[group] == value].set_index(keys)[column]
+    return table[column].to_numpy() / reference.reindex(table.set_index(keys).index).to_numpy()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", choices=sorted(PRESETS))
@@ -466,10 +482,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="untimed rounds before them")
     parser.add_argument("--repeats", type=int, default=1, help="timings per configuration (the fastest is kept)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--configs", help=f"subset of {','.join(CONFIGS)} (default: all; with --algo: none); "
-                                           "auto is always timed")
+    parser.add_argument("--configs", help=f"subset of {','.join(CONFIGS)} (default: all; with --algo or --norm: "
+                                           "none); auto is always timed")
     parser.add_argument("--algo", help="comma-separated algorithms timed on the preset (e.g. fedavg,fedprox): "
                                        "each configuration once per algorithm, with its speed relative to fedavg's")
+    parser.add_argument("--norm", help="comma-separated norm methods timed on the preset (e.g. bn,hbn): each "
+                                       "configuration once per norm, with its time relative to the first norm's")
     parser.add_argument("--override", action="append", default=[],
                         help="extra Hydra override for every configuration, e.g. --override batch_size=16")
     parser.add_argument("--baseline", type=Path,
@@ -493,16 +511,18 @@ def main() -> None:
         print(json.dumps(measure(args.preset, args.child, args.rounds, args.warmup, device, args.override,
                                  args.replicas)))
         return
-    default = "" if args.algo else ",".join(CONFIGS)
+    default = "" if args.algo or args.norm else ",".join(CONFIGS)
     configs = [c for c in (args.configs if args.configs is not None else default).split(",") if c] + ["auto", "matmul"]
     algos = args.algo.split(",") if args.algo else [None]
-    jobs = [(c, a, ROOT) for a in algos for c in configs]
-    jobs += [(c, a, args.baseline.resolve()) for a in algos for c in configs if c != "matmul"] if args.baseline else []
-    runs: dict[tuple[str, str], list[dict]] = {}
+    norms = args.norm.split(",") if args.norm else [None]
+    choices = [{k: v for k, v in (("algo", a), ("norm", n)) if v} for a in algos for n in norms]
+    jobs = [(c, choice, ROOT) for choice in choices for c in configs]
+    jobs += [(c, choice, args.baseline.resolve()) for choice in choices for c in configs if c != "matmul"] if args.baseline else []
+    runs: dict[tuple[str, str, str], list[dict]] = {}
     for r in range(args.repeats):
-        for config, algo, tree in jobs if r % 2 == 0 else jobs[::-1]:
-            row = run_child(args, config, algo, tree)
-            runs.setdefault((row["config"], row["algo"]), []).append(row)
+        for config, choice, tree in jobs if r % 2 == 0 else jobs[::-1]:
+            row = run_child(args, config, choice, tree)
+            runs.setdefault((row["config"], row["algo"], row["norm"]), []).append(row)
     rows = {key: min(results, key=lambda row: row["s_per_round"]) for key, results in runs.items()}
     import pandas as pd
 
@@ -511,7 +531,7 @@ def main() -> None:
     table["gflop_per_s"] = table["gflop_per_round"] / table["s_per_round"]
     matmul = table.loc[table["config"] == "matmul", "gflop_per_s"].max()
     table["fraction_of_matmul"] = table["gflop_per_s"] / matmul
-    typical = next((row for (config, _), row in rows.items() if config == "typical"), None)
+    typical = next((row for (config, *_), row in rows.items() if config == "typical"), None)
     if typical:
         table["speedup_vs_typical"] = typical["s_per_round"] / table["s_per_round"]
         table["cpu_speedup_vs_typical"] = typical["cpu_s_per_round"] / table["cpu_s_per_round"]
@@ -521,8 +541,10 @@ def main() -> None:
         table["speedup_vs_sequential"] = float("nan")
         table.loc[together, "speedup_vs_sequential"] = args.replicas * single.min() / table.loc[together, "s_per_round"]
     if args.algo and "fedavg" in algos:
-        fedavg = table[table["algo"] == "fedavg"].set_index("config")["s_per_round"]
-        table["speed_vs_fedavg"] = table["config"].map(fedavg) / table["s_per_round"]
+        table["speed_vs_fedavg"] = 1 / relative_to(table, "algo", "fedavg", "s_per_round")
+    if args.norm:
+        table[f"time_vs_{norms[0]}"] = relative_to(table, "norm", norms[0], "s_per_round")
+        table[f"cpu_time_vs_{norms[0]}"] = relative_to(table, "norm", norms[0], "cpu_s_per_round")
     table.insert(0, "preset", args.preset)
     table["device"] = args.device
     table["threads"] = torch.get_num_threads()
@@ -533,7 +555,8 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table["overrides"] = " ".join(args.override)
-    name = ("gpu_" if args.device == "cuda" else "") + args.preset + ("_algos" if args.algo else "") + override_suffix(args.override)
+    name = (("gpu_" if args.device == "cuda" else "") + args.preset + ("_algos" if args.algo else "")
+            + ("_norms" if args.norm else "") + override_suffix(args.override))
     table.to_csv(out / f"{name}.csv", index=False, float_format="%.4g")
     print(f"wrote {out / (name + '.csv')}")
 

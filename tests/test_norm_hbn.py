@@ -72,14 +72,13 @@ def union_statistics(model, norm, x: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def engine_statistics(model, norm, xs: list[torch.Tensor]) -> list[Statistics]:
-    """Every layer recorded in one pass, each client starting from the global state."""
+    """Every layer recorded under the received state (no stage's aggregate loaded), each client
+    starting from the global state: one upload per client."""
     state = clone_state(model.state_dict())
-    stats = []
-    for x in xs:
-        model.load_state_dict(state)
-        x = norm.statistics_inputs(x, torch.Generator().manual_seed(0))
-        stats.append(norm.pass_statistics(model, x, list(norm.norm_modules(model))))
-    return stats
+    xs = [norm.statistics_inputs(x, torch.Generator().manual_seed(0)) for x in xs]
+    stages = []
+    norm.pass_statistics(model, xs, lambda i: model.load_state_dict(state), stages.append)
+    return [{name: s for stage in stages for name, s in stage[i].items()} for i in range(len(xs))]
 
 
 def staged_pass(model, norm, xs: list[torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -175,13 +174,13 @@ def test_statistics_pass_has_no_side_effects():
     model = hbn_model(norm, "fbn_cnn")
     model.train()
     before = clone_state(model.state_dict())
-    layers = list(norm.norm_modules(model))
-    norm.pass_statistics(model, client_data()[2], layers[:2])
+    stages = []
+    norm.pass_statistics(model, [client_data()[2]], lambda i: None, stages.append)
+    assert [list(stage[0]) for stage in stages] == [[name] for name in norm.norm_modules(model)]
     assert model.training and all(m.training for m in model.modules())
     assert all(p.grad is None for p in model.parameters())
     for key, value in model.state_dict().items():
         assert torch.equal(value, before[key]), key
-    assert all(m.pass_state is None for m in norm.norm_modules(model).values())
 
 
 class Spy(Simulation):

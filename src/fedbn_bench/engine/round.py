@@ -117,8 +117,12 @@ class RoundRunner:
 
     def statistics_pass(self, round_idx: int, jobs: list[ClientJob]) -> State:
         """The statistics of ``jobs``' clients from the norm's pre-training pass, aggregated (not
-        yet stored): under the weights they received, before training (HBN Eq. 7, Alg. 1)."""
+        yet stored): under the weights they received, the same for all, before training (HBN
+        Eq. 7, Alg. 1)."""
         fed, store = self.fed, self.store
+        if not one_start(jobs):
+            raise ValueError(f"algo={fed.algo.cfg.name} broadcasts different weights to the clients of a round; "
+                             f"norm={fed.norm.cfg.name}'s statistics pass needs the same weights for all (HBN Eq. 7)")
         clients = [job.client for job in jobs]
         return statistics_pass(fed.norm, fed.model, lambda i: self.backend.load(jobs[i]),
                                [fed.data.train.x[job.indices] for job in jobs],
@@ -136,3 +140,10 @@ class RoundRunner:
         """A statistics-only round (no training): HBN Alg. 1 at t = T + 1, on freshly sampled clients."""
         self.fed.norm.on_round_start(round_idx, self.s.rounds, self.fed.model)
         self.store.global_state.update(self.fresh_statistics(round_idx))
+
+
+def one_start(jobs: list[ClientJob]) -> bool:
+    """Whether every job starts from the same state (the same tensors or equal ones)."""
+    first = jobs[0].start if jobs else {}
+    return all(job.start is first or (job.start.keys() == first.keys() and all(
+        v is first[k] or torch.equal(v, first[k]) for k, v in job.start.items())) for job in jobs)

@@ -6,9 +6,9 @@ Every paper in ``shared/papers`` differs along three questions (see docs/ARCHITE
    and, for ``engine=packed``, its packing rule, registered beside the layer in the method's own
    module (``core.packing.register_packing_rule``).
 2. *Client statistics* — what a client uploads (``client_statistics`` after training, or a
-   separate pass under the received weights before it, ``pass_statistics`` in
-   ``statistics_stages``; as ``core.updates.Statistics``: per layer mean, var, count, declared
-   metadata) and which state never leaves it (``local_keys``).
+   separate pass under the received weights before it, ``pass_statistics``, in stages; as
+   ``core.updates.Statistics``: per layer mean, var, count, declared metadata) and which state
+   never leaves it (``local_keys``).
 3. *Server aggregation* — how the server turns the uploads into new global state
    (``aggregate_statistics``), always through the run's ``Aggregator``, so that a robust rule
    applies to statistics without touching the method.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
@@ -53,8 +53,8 @@ class NormMethod:
     """Backend name -> why this method cannot run on it (empty: every backend)."""
     statistics_before_training: bool = False
     """When true, the clients' statistics come from a separate pass under the received weights
-    before training (``statistics_stages``/``pass_statistics``, HBN Eq. 7), aggregated stage by
-    stage, instead of from ``client_statistics``; the pass can also re-estimate them for testing."""
+    before training (``pass_statistics``, HBN Eq. 7), aggregated stage by stage, instead of from
+    ``client_statistics``; the pass can also re-estimate them for testing."""
     shares_local_keys: bool = False
     """When true, ``local_keys`` are also uploaded and averaged, and a client that never trained
     starts from that average (HBN's code, its hybrid factor)."""
@@ -116,19 +116,18 @@ class NormMethod:
         """State-dict keys that stay on their client and are never averaged (FedBN)."""
         return []
 
-    def statistics_stages(self, model: nn.Module, x: torch.Tensor) -> list[list[str]]:
-        """The layers of the pre-training statistics pass, in stages: each stage is recorded by
-        every client and aggregated before the next one runs (``x``: a sample input)."""
-        return [list(self.norm_modules(model))]
-
     def statistics_inputs(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """The part of a client's data ``x`` its pre-training pass reads (``generator``: this
         round's and client's draw); all of it by default."""
         return x
 
-    def pass_statistics(self, model: nn.Module, x: torch.Tensor, layers: list[str]) -> Statistics:
-        """The statistics of ``layers`` on a client's data ``x`` under the loaded state."""
-        return {}
+    def pass_statistics(self, model: nn.Module, inputs: list[torch.Tensor], load_client: Callable[[int], None],
+                        aggregate: Callable[[list[Statistics]], None]) -> None:
+        """The pre-training statistics pass of the clients holding ``inputs`` (client ``i``: the
+        samples ``inputs[i]``), in stages: each stage ends with ``aggregate`` of one ``Statistics``
+        per client, which aggregates them and loads the result into ``model`` before the pass
+        goes on. ``load_client(i)`` loads what client ``i`` received (and the statistics of the
+        stages before); every client receives the same weights."""
 
     def client_statistics(self, model: nn.Module, num_samples: int) -> Statistics:
         """Statistics a client holding ``num_samples`` samples uploads after local training."""

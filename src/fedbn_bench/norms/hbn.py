@@ -11,12 +11,22 @@ computes the mean and (biased, App. A.2) variance of every HBN layer's input on 
 received global weights, ``S(w_g; D_k)``. Our reading (``stats_forward: sequential``, default):
 the statistics must be those of the network that is evaluated with them, so a layer's input is
 recorded while every earlier layer already normalizes with the *new* global statistics. The pass
-therefore runs layer by layer, in forward order (``statistics_stages``): the clients record one
-layer, the server aggregates it (Eq. 8, 11), the next layer is recorded under it. At λ = 1 the
-evaluated network then sees at every layer exactly the union statistics it normalizes with
-(tested on ResNet-20). ``stats_forward: global`` records every layer in one pass while earlier
-layers still normalize with the *previous* global statistics (self-consistent only for the first
-layer; on ResNet-20 it can collapse the evaluated network, fidelity audit §11).
+therefore runs in stages, one per layer in forward order: the clients record one layer, the server
+aggregates it (Eq. 8, 11), the next layer is recorded under it. At λ = 1 the evaluated network then
+sees at every layer exactly the union statistics it normalizes with (tested on ResNet-20).
+``stats_forward: global`` records every layer in one stage while earlier layers still normalize
+with the *previous* global statistics (self-consistent only for the first layer; on ResNet-20 it
+can collapse the evaluated network, fidelity audit §11).
+
+How the pass runs (``pass_statistics``). Both readings evaluate every layer with the global
+statistics, so the network of the pass is the same for every client (they all receive the global
+weights; the hybrid factor is unused in evaluation): one forward serves all clients, over their
+samples concatenated in chunks of ``stats_batch_size``, each layer's input split back into the
+clients' rows for their moments. That forward is paused before each HBN layer
+(``layer_inputs.py``) until every chunk has reached it and the stage's statistics are
+aggregated and loaded, so no layer runs twice (the chunks' activations at the paused layer are
+held meanwhile). ``stats_forward: hybrid`` (the code's one train-mode batch) depends on each
+client's batch and factor: one forward per client, one stage.
 
 Server aggregation: the unbiased pooled mean and variance of Eq. 8, weighted by the number of
 values each client's moments summarize (``count: values``: samples × spatial positions, so a conv
@@ -54,18 +64,21 @@ instead of ``learned``.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 from dataclasses import dataclass, fields
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import torch
-from torch import nn
+import torch.nn.functional as F
+from torch import fx, nn
 
 from fedbn_bench.core.aggregation import Aggregator
 from fedbn_bench.core.packing import PackedLayer, register_packing_rule
 from fedbn_bench.core.updates import LayerStatistics, State, Statistics
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.norms.base import NORMS, NormConfig, NormMethod, stacked
+from fedbn_bench.norms.layer_inputs import called_layers, layer_inputs, traced_graph
 
 VARIANTS = ("paper", "code")
 STATS_FORWARD = ("sequential", "global", "hybrid")
@@ -113,7 +126,7 @@ class HBNConfig(NormConfig):
     stats_record: Optional[str] = None
     stats_samples: Optional[int] = None
     stats_draw: Optional[str] = None
-    stats_batch_size: int = 1024
+    stats_batch_size: int = 256
     count: Optional[str] = None
     factor_start: Optional[str] = None
     aggregation: str = "unbiased"
@@ -126,10 +139,6 @@ def resolve_settings(cfg: HBNConfig) -> HBNSettings:
     base = VARIANT_SETTINGS[cfg.variant]
     values = {f.name: getattr(cfg, f.name) for f in fields(HBNSettings)}
     return HBNSettings(**{k: getattr(base, k) if v is None else v for k, v in values.items()})
-
-
-class StopPass(Exception):
-    """Raised by the last layer a statistics pass records, to skip the rest of the forward."""
 
 
 class Moments:
@@ -145,8 +154,7 @@ class Moments:
 
     def add(self, x: torch.Tensor) -> None:
         """The moments of ``x`` (over every axis but the channels)."""
-        dims = [0, *range(2, x.dim())]
-        var, mean = torch.var_mean(x.detach(), dims, correction=0)
+        mean, var = channel_moments(x.detach())
         self.add_moments(mean, var, x.numel() // x.shape[1], x.shape[0])
 
     def add_moments(self, mean: torch.Tensor, var: torch.Tensor, values: int, samples: int) -> None:
@@ -166,6 +174,15 @@ class Moments:
     def var(self) -> torch.Tensor:
         """Biased variance (1/n), the client statistic of App. A.2."""
         return self.m2 / self.values
+
+
+def channel_moments(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel mean and biased variance of ``x`` (over every axis but the channels) in two
+    passes, the mean and then the mean squared deviation from it: as accurate as Welford's update
+    (``torch.var_mean``) and several times faster on the CPU."""
+    dims = [0, *range(2, x.dim())]
+    mean = x.mean(dims, keepdim=True)
+    return mean.flatten(), (x - mean).square_().mean(dims)
 
 
 def global_weight(hybrid_factor: Optional[torch.Tensor], mixing: str) -> torch.Tensor | float:
@@ -188,12 +205,65 @@ def mix_with_batch(x: torch.Tensor, global_mean: torch.Tensor, global_var: torch
 
 def normalize(x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, weight: Optional[torch.Tensor],
               bias: Optional[torch.Tensor], eps: float) -> torch.Tensor:
-    """Eq. 10 plus the affine map: ``x`` standardized per channel with ``mean`` and ``var``."""
-    shape = (1, -1) + (1,) * (x.dim() - 2)
-    out = (x - mean.reshape(shape)) * torch.rsqrt(var.reshape(shape) + eps)
+    """Eq. 10 plus the affine map, ``x`` standardized per channel with ``mean`` and ``var``, as one
+    multiply-add per value: ``x · s + (bias - mean · s)`` with ``s = weight / sqrt(var + eps)``
+    (differentiable in ``mean`` and ``var``, which Eq. 9 mixes from the batch)."""
+    scale = torch.rsqrt(var + eps)
     if weight is not None:
-        out = out * weight.reshape(shape) + bias.reshape(shape)
-    return out
+        scale = scale * weight
+    shift = -mean * scale
+    if bias is not None:
+        shift = shift + bias
+    shape = (1, -1) + (1,) * (x.dim() - 2)
+    return torch.addcmul(shift.reshape(shape), x, scale.reshape(shape))
+
+
+def normalize_fixed(x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, weight: Optional[torch.Tensor],
+                    bias: Optional[torch.Tensor], eps: float) -> torch.Tensor:
+    """Eq. 10 plus the affine map with statistics that are not differentiated (the global ones in
+    evaluation, §3.3; anything under ``no_grad``): torch's fused BatchNorm kernel."""
+    return F.batch_norm(x, mean, var, weight, bias, False, 0.0, eps)
+
+
+class HybridNorm(torch.autograd.Function):
+    """Eq. 9-10 plus the affine map in training, with a backward written by hand around torch's
+    fused BatchNorm kernels (``engine=packed``'s layer; several times faster on the CPU than
+    autograd through the element-wise formula). Forward: the batch moments (two passes), their mix
+    with the global statistics and the fused normalization. Backward: torch's BatchNorm backward
+    for fixed statistics ``(mean, var)`` (the gradient of ``x``, ``weight`` and ``bias`` through
+    the normalization), then the gradient through Eq. 9: ``dL/dmean = -g s Σ dy`` and
+    ``dL/dvar = -½ g s² Σ dy x̂`` (``s = 1/sqrt(var + eps)``, ``x̂ = (x - mean) s``) reach ``x``
+    through the batch moments (``1/M`` and ``2 (x - mean_b)/M`` per value) with weight ``1 - w``,
+    and ``w`` as ``dL/dmean (mean_g - mean_b) + dL/dvar (var_g - var_b)``."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, global_mean: torch.Tensor, global_var: torch.Tensor, w: torch.Tensor,
+                weight: Optional[torch.Tensor], bias: Optional[torch.Tensor], eps: float) -> torch.Tensor:
+        batch_mean, batch_var = channel_moments(x)
+        mean = (1 - w) * batch_mean + w * global_mean
+        var = (1 - w) * batch_var + w * global_var
+        gamma = torch.ones_like(mean) if weight is None else weight
+        ctx.save_for_backward(x, global_mean, global_var, w, gamma, batch_mean, batch_var, mean, var)
+        ctx.eps, ctx.affine = eps, (weight is not None, bias is not None)
+        return normalize_fixed(x, mean, var, weight, bias, eps)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, global_mean, global_var, w, gamma, batch_mean, batch_var, mean, var = ctx.saved_tensors
+        grad_x, grad_gamma, grad_beta = torch.ops.aten.native_batch_norm_backward(
+            grad, x, gamma, mean, var, None, None, False, ctx.eps, [True, True, True])
+        s = torch.rsqrt(var + ctx.eps)
+        grad_mean = -gamma * s * grad_beta
+        grad_var = -0.5 * gamma * s * s * grad_gamma
+        values = x.numel() // x.shape[1]
+        scale = 2 * (1 - w) * grad_var / values
+        shift = (1 - w) * grad_mean / values - scale * batch_mean
+        shape = (1, -1) + (1,) * (x.dim() - 2)
+        grad_x.addcmul_(x, scale.reshape(shape)).add_(shift.reshape(shape))
+        grad_w = grad_mean * (global_mean - batch_mean) + grad_var * (global_var - batch_var)
+        has_weight, has_bias = ctx.affine
+        return (grad_x, None, None, grad_w if ctx.needs_input_grad[3] else None,
+                grad_gamma if has_weight else None, grad_beta if has_bias else None, None)
 
 
 @torch.no_grad()
@@ -204,18 +274,6 @@ def update_moving_average(running_mean: torch.Tensor, running_var: torch.Tensor,
     dims = [0, *range(2, x.dim())]
     running_mean.mul_(1 - m).add_(m * x.mean(dims))
     running_var.mul_(1 - m).add_(m * x.var(dims, unbiased=False))
-
-
-@dataclass
-class PassState:
-    """A statistics pass in progress, shared by the model's HBN layers: how every layer normalizes
-    (``rule``: ``global`` or ``hybrid``), what the recording layers keep (``record``), their
-    recorders, and how many of them are still to record in the current forward."""
-
-    rule: str
-    record: str
-    recorders: dict[str, Moments]
-    remaining: int = 0
 
 
 class HybridBatchNorm(nn.Module):
@@ -246,8 +304,6 @@ class HybridBatchNorm(nn.Module):
             self.register_buffer("running_mean", torch.zeros(num_features), persistent=False)
             self.register_buffer("running_var", torch.ones(num_features), persistent=False)
         self.positions = 1
-        self.pass_state: Optional[PassState] = None
-        self.layer_name = ""
 
     def global_weight(self) -> torch.Tensor | float:
         """Weight ``w`` of the global statistics in Eq. 9 (``1 / (1 + e^-alpha)``)."""
@@ -262,30 +318,11 @@ class HybridBatchNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.positions = math.prod(x.shape[2:])
-        if self.pass_state is not None:
-            return self._statistics_forward(x, self.pass_state)
-        if self.training:
-            mean, var = mix_with_batch(x, self.global_mean, self.global_var, self.global_weight())
-            if self.ma_momentum is not None:
-                update_moving_average(self.running_mean, self.running_var, x, self.ma_momentum)
-        else:
-            mean, var = self.global_mean, self.global_var
-        return normalize(x, mean, var, self.weight, self.bias, self.eps)
-
-    def _statistics_forward(self, x: torch.Tensor, state: PassState) -> torch.Tensor:
-        if state.rule == "hybrid":
-            mean, var = mix_with_batch(x, self.global_mean, self.global_var, self.global_weight())
-        else:
-            mean, var = self.global_mean, self.global_var
-        recorder = state.recorders.get(self.layer_name)
-        if recorder is not None:
-            if state.record == "mixed":
-                recorder.add_moments(mean, var, x.numel() // x.shape[1], x.shape[0])
-            else:
-                recorder.add(x)
-            state.remaining -= 1
-            if state.remaining == 0:
-                raise StopPass
+        if not self.training:
+            return normalize_fixed(x, self.global_mean, self.global_var, self.weight, self.bias, self.eps)
+        mean, var = mix_with_batch(x, self.global_mean, self.global_var, self.global_weight())
+        if self.ma_momentum is not None:
+            update_moving_average(self.running_mean, self.running_var, x, self.ma_momentum)
         return normalize(x, mean, var, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
@@ -295,37 +332,45 @@ class HybridBatchNorm(nn.Module):
 @register_packing_rule(HybridBatchNorm)
 class PackedHybridBatchNorm(PackedLayer):
     """HBN's layer in local training (Eq. 9-10) over ``n * C`` packed channels: each channel mixes
-    its own client's batch moments with its client's global statistics. (The statistics pass
+    its own client's batch moments with its client's global statistics, through ``HybridNorm``.
+    (The layer's own forward differentiates the element-wise formula instead: functorch's ``vmap``
+    has no batching rule for torch's BatchNorm backward with fixed statistics. The statistics pass
     runs on the model itself, never on the packed copy.)"""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s = self.source
         s.positions = math.prod(x.shape[2:])
-        mean, var = self.flat("global_mean"), self.flat("global_var")
-        if self.training:
-            mean, var = mix_with_batch(x, mean, var, global_weight(self.flat("hybrid_factor"), s.mixing))
-            if s.ma_momentum is not None:
-                update_moving_average(self.flat("running_mean"), self.flat("running_var"), x, s.ma_momentum)
-        return normalize(x, mean, var, self.flat("weight"), self.flat("bias"), s.eps)
+        mean, var, weight, bias = (self.flat(k) for k in ("global_mean", "global_var", "weight", "bias"))
+        if not self.training:
+            return normalize_fixed(x, mean, var, weight, bias, s.eps)
+        if s.ma_momentum is not None:
+            update_moving_average(self.flat("running_mean"), self.flat("running_var"), x, s.ma_momentum)
+        w = torch.as_tensor(global_weight(self.flat("hybrid_factor"), s.mixing), dtype=x.dtype, device=x.device)
+        return HybridNorm.apply(x, mean, var, w, weight, bias, s.eps)
 
 
 @contextlib.contextmanager
-def statistics_pass(model: nn.Module, layers: dict[str, HybridBatchNorm], record: list[str], rule: str,
-                    kind: str) -> Iterator[PassState]:
-    """Run forwards in which ``layers`` normalize by ``rule`` and the layers named in ``record``
-    keep their input moments (``kind``: raw or mixed); the model is in eval mode (no dropout) and
-    its mode is restored afterwards."""
+def pass_mode(model: nn.Module, layers: dict[str, HybridBatchNorm], hybrid: bool) -> Iterator[None]:
+    """The model in eval mode for a statistics pass (no dropout), its HBN layers in training mode
+    under the ``hybrid`` rule (Eq. 9 on the pass's batch); the model's mode restored afterwards."""
     was_training = model.training
-    state = PassState(rule, kind, {name: Moments() for name in record})
     model.eval()
-    for name, layer in layers.items():
-        layer.pass_state, layer.layer_name = state, name
+    for layer in layers.values():
+        layer.train(hybrid)
     try:
-        yield state
+        yield
     finally:
-        for layer in layers.values():
-            layer.pass_state = None
         model.train(was_training)
+
+
+def client_rows(sizes: list[int], size: int) -> Iterator[tuple[slice, list[tuple[int, slice]]]]:
+    """The clients' samples (``sizes[i]`` rows each, concatenated) in chunks of ``size`` rows:
+    each chunk's rows, and for every client in it, the client's index and rows within the chunk."""
+    bounds = list(itertools.accumulate(sizes, initial=0))
+    for start in range(0, bounds[-1], size):
+        stop = min(start + size, bounds[-1])
+        yield slice(start, stop), [(i, slice(max(lo, start) - start, min(hi, stop) - start))
+                                   for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])) if lo < stop and hi > start]
 
 
 def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -389,22 +434,6 @@ class HybridBN(NormMethod):
         """The hybrid factors: each client's own, never communicated (§3.3)."""
         return [f"{name}.hybrid_factor" for name, m in self.norm_modules(model).items() if m.hybrid_factor is not None]
 
-    def statistics_stages(self, model: nn.Module, x: torch.Tensor) -> list[list[str]]:
-        """One stage per layer in forward order (``sequential``), else one stage of every layer."""
-        layers = self.norm_modules(model)
-        if self.settings.stats_forward != "sequential":
-            return [list(layers)]
-        order: list[str] = []
-        with statistics_pass(model, layers, [], "global", "raw"), torch.no_grad():
-            handles = [m.register_forward_pre_hook(lambda mod, inp, name=n: order.append(name))
-                       for n, m in layers.items()]
-            try:
-                model(x[:2])
-            finally:
-                for h in handles:
-                    h.remove()
-        return [[name] for name in dict.fromkeys(order)]
-
     def statistics_inputs(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Eq. 7's samples: all of ``x``, or ``stats_samples`` of them (§5: "128 randomly sampled
         images"; ``stats_draw: first`` takes the first ones, as the authors' code)."""
@@ -416,21 +445,63 @@ class HybridBN(NormMethod):
         return x[torch.randperm(len(x), generator=generator, device=generator.device)[:n].to(x.device)]
 
     @torch.no_grad()
-    def pass_statistics(self, model: nn.Module, x: torch.Tensor, layers: list[str]) -> Statistics:
-        """Eq. 7 for ``layers``: the moments of their inputs on ``x`` under the loaded weights and
-        statistics; the forward stops after the last of them."""
-        st = self.settings
-        chunk = len(x) if st.stats_forward == "hybrid" else self.cfg.stats_batch_size
-        modules = self.norm_modules(model)
-        rule = "hybrid" if st.stats_forward == "hybrid" else "global"
-        with statistics_pass(model, modules, layers, rule, st.stats_record) as state:
-            for start in range(0, len(x), chunk):
-                state.remaining = len(layers)
-                try:
-                    model(x[start : start + chunk])
-                except StopPass:
-                    pass
-        return {name: self.moments_upload(modules[name], state.recorders[name]) for name in layers}
+    def pass_statistics(self, model: nn.Module, inputs: list[torch.Tensor], load_client: Callable[[int], None],
+                        aggregate: Callable[[list[Statistics]], None]) -> None:
+        """Eq. 7 on every client's ``inputs[i]`` under the weights it received, in stages (module
+        docstring): one forward for all clients under the global rule, one per client under the
+        hybrid rule."""
+        layers = self.norm_modules(model)
+        hybrid = self.settings.stats_forward == "hybrid"
+        with pass_mode(model, layers, hybrid):
+            graph = traced_graph(model, self.layer_types)
+            if hybrid:
+                aggregate([self.client_pass(model, graph, x, load_client, i) for i, x in enumerate(inputs)])
+            else:
+                load_client(0)  # the same network for every client (module docstring)
+                self.shared_pass(model, graph, inputs, aggregate)
+
+    def client_pass(self, model: nn.Module, graph: fx.Graph, x: torch.Tensor, load_client: Callable[[int], None],
+                    client: int) -> Statistics:
+        """Client ``client``'s statistics of every layer on ``x``, one batch under its own state
+        (the hybrid rule: Eq. 9 with its batch moments and factor)."""
+        load_client(client)
+        layers = self.norm_modules(model)
+        uploads = {}
+        for name, h in layer_inputs(model, graph, x, called_layers(graph, set(layers))):
+            uploads[name] = self.moments_upload(layers[name], self.layer_moments(layers[name], h))
+        return uploads
+
+    def layer_moments(self, layer: HybridBatchNorm, x: torch.Tensor) -> Moments:
+        """What a layer records of its input ``x``: its raw moments, or (``stats_record: mixed``)
+        the Eq. 9 moments it normalizes with."""
+        moments = Moments()
+        if self.settings.stats_record == "mixed":
+            moments.add_moments(*mix_with_batch(x, layer.global_mean, layer.global_var, layer.global_weight()),
+                                x.numel() // x.shape[1], x.shape[0])
+        else:
+            moments.add(x)
+        return moments
+
+    def shared_pass(self, model: nn.Module, graph: fx.Graph, inputs: list[torch.Tensor],
+                    aggregate: Callable[[list[Statistics]], None]) -> None:
+        """The clients' raw moments under the global rule: one forward over their samples in
+        chunks, paused before each layer; a stage per layer (``sequential``, each aggregated and
+        loaded before the layer runs) or one stage of every layer (``global``)."""
+        layers = self.norm_modules(model)
+        order = called_layers(graph, set(layers))
+        x = torch.cat(inputs)
+        chunks = list(client_rows([len(v) for v in inputs], self.cfg.stats_batch_size))
+        runs = [layer_inputs(model, graph, x[rows], order) for rows, _ in chunks]
+        stages = [[name] for name in order] if self.settings.stats_forward == "sequential" else [order]
+        for stage in stages:
+            moments = {name: [Moments() for _ in inputs] for name in stage}
+            for run, (_, clients) in zip(runs, chunks):
+                for _ in stage:
+                    name, h = next(run)
+                    for i, rows in clients:
+                        moments[name][i].add(h[rows])
+            aggregate([{name: self.moments_upload(layers[name], moments[name][i]) for name in stage}
+                       for i in range(len(inputs))])
 
     def moments_upload(self, layer: HybridBatchNorm, moments: Moments) -> LayerStatistics:
         """One layer's upload: its moments (in the layer's dtype) and what Eq. 8's N counts."""
