@@ -126,7 +126,7 @@ class HBNConfig(NormConfig):
     stats_record: Optional[str] = None
     stats_samples: Optional[int] = None
     stats_draw: Optional[str] = None
-    stats_batch_size: int = 256
+    stats_batch_size: int = 128
     count: Optional[str] = None
     factor_start: Optional[str] = None
     aggregation: str = "unbiased"
