@@ -84,7 +84,7 @@ from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.norms import build_norm
 from fedbn_bench.records.loggers import NullLogger
 from fedbn_bench.records.run_records import RunRecorder
-from fedbn_bench.runner import prepared_model
+from fedbn_bench.runner import build_simulation, prepared_model
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL = 5000  # distinct synthetic samples; each client holds a random subset of them
@@ -107,6 +107,9 @@ class Preset:
     augment: bool = False
     """Random crop (padding 4) + horizontal flip in training, as the paper's public code does:
     per sample with torchvision in the typical loop, batched on the device in the engines."""
+    experiment: list[str] = field(default_factory=list)
+    """A real-data preset: the run's Hydra overrides (its data, roles and attacks); only the
+    ``robust_eval`` configuration times it."""
 
 
 PRESETS = {
@@ -121,10 +124,17 @@ PRESETS = {
         "digit_cnn", (3, 28, 28), 5, 5, 743, 32, ["norm=fedbn", "algo=fedavg", "algo.momentum=0",
                                                   "algo.weight_decay=0", "algo.local_epochs=1"],
         "FedBN §5 / App. D.2: DigitModel, 5 clients of 743 digits (28x28 RGB), B=32, E=1", rounds=1),
+    "fedrbn_digits": Preset(
+        "simple_cnn", (3, 28, 28), 25, 25, 150, 32, ["norm=fedrbn", "algo=fedavg"],
+        "FedRBN Table 2 '20 %' on the Digits-5 stand-in (fedrbn/base/digits.yaml): 25 users, 3 of them AT, PGD-7 "
+        "on every user's test shard and validation data (needs MNIST under data/)", rounds=2,
+        experiment=["experiment=fedrbn/table2_digits", "+experiment/fedrbn/method=fedrbn",
+                    "+experiment/fedrbn/setting=digits_20"]),
 }
 CONFIGS = ("typical", "loop", "loop_cl", "vmap", "packed")
 """Training configurations; ``eval`` (seconds per evaluation of 10,000 test images, ``--configs eval``),
-``replicas`` (``--replicas`` seeds trained together on the ``auto`` engine, ``engine/replicas.py``;
+``robust_eval`` (seconds per evaluation of a real-data preset's run, its robust accuracy
+included, with the evaluation's results in the row), ``replicas`` (``--replicas`` seeds trained together on the ``auto`` engine, ``engine/replicas.py``;
 its ``speedup_vs_sequential`` is against that many rounds of the fastest single-run row) and
 ``matmul`` (the hardware reference, always) are timed apart from them."""
 
@@ -280,6 +290,8 @@ def measure(preset_name: str, config: str, rounds: int, warmup: int, device: tor
         return measure_matmul(device)
     if config == "eval":
         return measure_evaluation(preset_name, rounds, warmup, device, overrides)
+    if config == "robust_eval":
+        return measure_robust_evaluation(preset_name, rounds, warmup, device, overrides)
     if config == "replicas":
         return measure_replicas(preset_name, rounds, warmup, device, overrides, replicas)
     preset = PRESETS[preset_name]
@@ -366,6 +378,31 @@ def measure_evaluation(preset_name: str, rounds: int, warmup: int, device: torch
     return {"config": "eval", "backend": "evaluator", "s_per_round": statistics.median(walls),
             "cpu_s_per_round": statistics.median(walls), "samples_per_round": test_size, "peak_mem_mib": 0.0,
             "mem_kind": "", "gflop_per_round": float("nan")}
+
+
+def measure_robust_evaluation(preset_name: str, rounds: int, warmup: int, device: torch.device,
+                               overrides: list[str]) -> dict:
+    """Seconds per evaluation (the run's whole metric list, robust accuracy included) of a
+    real-data preset's run before training; the row carries what the evaluation measured
+    (``robust_acc``, ``clean_acc``, ``val_select``), so that two checkouts' rows can be compared."""
+    preset = PRESETS[preset_name]
+    if not preset.experiment:
+        raise ValueError(f"robust_eval needs a real-data preset (one with an experiment), not {preset_name}")
+    register_schemas()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[*preset.experiment, "logger=none", "progress=false",
+                                                       f"device={device.type}", *overrides])
+    sim = build_simulation(cfg, tempfile.mkdtemp(), device, {})
+    walls, row = [], {}
+    for r in range(warmup + rounds):
+        t0 = time.perf_counter()
+        row = sim.evaluator.evaluate()
+        if r >= warmup:
+            walls.append(time.perf_counter() - t0)
+    return {"config": "robust_eval", "backend": "evaluator", "s_per_round": statistics.median(walls),
+            "cpu_s_per_round": statistics.median(walls), "samples_per_round": len(sim.fed.data.test.y),
+            "peak_mem_mib": 0.0, "mem_kind": "", "gflop_per_round": float("nan"),
+            **{k: row.get(k, float("nan")) for k in ("robust_acc", "clean_acc", "val_select")}}
 
 
 def measure_matmul(device: torch.device, n: int = 2048, repeats: int = 10) -> dict:
@@ -512,7 +549,8 @@ def main() -> None:
                                  args.replicas)))
         return
     default = "" if args.algo or args.norm else ",".join(CONFIGS)
-    configs = [c for c in (args.configs if args.configs is not None else default).split(",") if c] + ["auto", "matmul"]
+    always = ["matmul"] if PRESETS[args.preset].experiment else ["auto", "matmul"]
+    configs = [c for c in (args.configs if args.configs is not None else default).split(",") if c] + always
     algos = args.algo.split(",") if args.algo else [None]
     norms = args.norm.split(",") if args.norm else [None]
     choices = [{k: v for k, v in (("algo", a), ("norm", n)) if v} for a in algos for n in norms]
@@ -535,7 +573,7 @@ def main() -> None:
     if typical:
         table["speedup_vs_typical"] = typical["s_per_round"] / table["s_per_round"]
         table["cpu_speedup_vs_typical"] = typical["cpu_s_per_round"] / table["cpu_s_per_round"]
-    single = table[~table["config"].isin(["typical", "eval", "matmul", "replicas"])]["s_per_round"]
+    single = table[~table["config"].isin(["typical", "eval", "robust_eval", "matmul", "replicas"])]["s_per_round"]
     if (table["config"] == "replicas").any() and len(single):
         together = table["config"] == "replicas"
         table["speedup_vs_sequential"] = float("nan")
