@@ -2,6 +2,8 @@
 float precision) and the evaluation attacks (ε-ball, [0, 1] box, BN buffers and eval mode kept)."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
@@ -257,3 +259,18 @@ def test_bad_name_or_parameter_is_a_config_error(name, params):
 def test_autoattack_needs_four_classes():
     with pytest.raises(ConfigError, match="adversarial.eval_attacks.*4 classes"):
         build_eval_attack("AutoAttack", SPACES["identity"], num_classes=3)
+
+
+@pytest.mark.parametrize("name", ["pgd", "PGD"])
+def test_eval_attack_gives_the_same_examples_on_channels_last_batches(task, name):
+    """The robust evaluation feeds channels-last batches (metrics/robust_accuracy.py); the random
+    start is drawn in NCHW order, so the examples equal those of the NCHW batch (float64: the two
+    layouts' sums differ only in rounding, far below a sign flip)."""
+    model, pixels, labels = task
+    model = copy.deepcopy(model).double()
+    space = PixelSpace.of(torch.tensor(MEAN, dtype=torch.float64), torch.tensor(STD, dtype=torch.float64), 3)
+    x = space.from_pixels(pixels.double())
+    attack = build_eval_attack(name, space, 4, seed=5, eps=EPS, steps=3)
+    nchw = attack(model, x, labels)
+    channels_last = attack(model, x.contiguous(memory_format=torch.channels_last), labels)
+    assert torch.equal(nchw.contiguous(), channels_last.contiguous())

@@ -15,6 +15,9 @@ from fedbn_bench.adversarial.roles import assign_roles
 from fedbn_bench.adversarial.training import AdversarialConfig, FreeTraining, PGDTraining, clipped_term
 from fedbn_bench.core.roles import ADVERSARIAL, STANDARD
 from fedbn_bench.errors import ConfigError
+from fedbn_bench.metrics import base as metrics_base
+from fedbn_bench.metrics.base import evaluate
+from fedbn_bench.metrics.robust_accuracy import robust_accuracy
 from fedbn_bench.norms.dual_bn import DBNConfig, DualBatchNorm, DualBN
 from fedbn_bench.norms.fedrbn import FedRBN, FedRBNConfig
 
@@ -299,6 +302,44 @@ def test_robust_accuracy_is_below_clean_accuracy_and_selection_uses_val_select(t
     assert summary["model_selection"] == "val_select"
     best = next(r for r in sim.loop.history if r["round"] == summary["best_val_round"])
     assert (summary["robust_acc_at_best_val"], summary["pgd1_acc_at_best_val"]) == (best["robust_acc"], best["pgd1_acc"])
+
+
+def test_validation_is_attacked_for_the_at_users_only_and_selection_is_unchanged(tmp_path, monkeypatch):
+    """An evaluation attacks every user's test data and only the AT users' validation data (the
+    ST users' selection score is their clean validation accuracy, App. C.1), and evaluates each
+    user's clean test and validation data once for both metrics; ``val_select`` and
+    ``val_robust_acc`` equal their definitions, recomputed here user by user."""
+    sim = build_simulation(FEDRBN + ["val_fraction=0.5"], tmp_path, rounds=1, dtype=torch.float32)
+    sim.run()
+    clean_evaluations = []
+    outcomes = metrics_base.outcomes
+    monkeypatch.setattr(metrics_base, "outcomes", lambda *args: clean_evaluations.append(1) or outcomes(*args))
+    attacked = []
+    for label, attack in list(sim.evaluator.robust_attacks.items()):
+        def counting(model, x, y, attack=attack):
+            attacked.append(len(y))
+            return attack(model, x, y)
+        sim.evaluator.robust_attacks[label] = counting
+    row = sim.evaluator.evaluate()
+    records, test_x, train_x = sim.store.records, sim.fed.data.test.x, sim.fed.data.train.x
+    at_users = [c for c, r in enumerate(records) if r.role == ADVERSARIAL]
+    tested = sum(len(test_x) if r.test_indices is None else len(r.test_indices) for r in records)
+    assert 0 < len(at_users) < len(records)
+    assert sum(attacked) == tested + sum(len(records[c].val_indices) for c in at_users)
+    assert len(clean_evaluations) == 2 * len(records) and {"test_acc", "clean_acc"} <= row.keys()
+    model, attack = sim.fed.model, next(iter(sim.evaluator.robust_attacks.values()))
+    val_robust, select = [], []
+    with sim.fed.norm.branch(model, sim.evaluator.test_branch):
+        for c, r in enumerate(records):
+            sim.store.load_client(model, c)
+            vx, vy = train_x[r.val_indices], sim.fed.data.train.y[r.val_indices]
+            if c in at_users:
+                val_robust.append(robust_accuracy(model, attack, vx, vy, sim.evaluator.batch_size))
+                select.append(val_robust[-1])
+            else:
+                select.append(evaluate(model, vx, vy, sim.evaluator.batch_size)[0])
+    assert row["val_select"] == pytest.approx(sum(select) / len(select), abs=1e-12)
+    assert row["val_robust_acc"] == pytest.approx(sum(val_robust) / len(val_robust), abs=1e-12)
 
 
 def macs(tmp_path, steps: int) -> float:

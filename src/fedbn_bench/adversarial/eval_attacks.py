@@ -126,7 +126,7 @@ def _torchattack(cls: type, space: PixelSpace, num_classes: int, seed: int, para
         with torch.random.fork_rng(devices=[x.device] if x.is_cuda else []), torch.enable_grad(), \
                 _parameters_frozen(model):
             torch.manual_seed(seed)
-            adv = cls(pixel_model, **settings)(space.to_pixels(x).detach(), y)
+            adv = cls(pixel_model, **settings)(space.to_pixels(x).detach().contiguous(), y)  # their draws: NCHW order
         return space.from_pixels(adv).detach()
 
     return attack

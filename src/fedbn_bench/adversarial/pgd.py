@@ -31,7 +31,8 @@ def pgd_attack(loss_fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
 
     Same order of operations as ``torchattacks.PGD`` (uniform start in the ε-ball clipped to
     [0, 1], signed-gradient step, projection on the ε-ball then on [0, 1]). Gradients are taken
-    with respect to the input only; no ``.grad`` is left on the model's parameters.
+    with respect to the input only; no ``.grad`` is left on the model's parameters. The random
+    start is drawn in the logical (NCHW) order, so a channels-last ``x`` gets the same start.
     """
     for name, value in (("eps", eps), ("steps", steps), ("step_size", step_size)):
         if value < 0:
@@ -39,7 +40,8 @@ def pgd_attack(loss_fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
     clean = space.to_pixels(x).detach()
     adv = clean.clone()
     if random_start:
-        adv = (adv + torch.empty_like(adv).uniform_(-eps, eps, generator=generator)).clamp(0, 1)
+        start = torch.empty(adv.shape, dtype=adv.dtype, device=adv.device)  # drawn in NCHW order, whatever x's layout
+        adv = (adv + start.uniform_(-eps, eps, generator=generator)).clamp(0, 1)
     with torch.enable_grad():
         for _ in range(steps):
             adv.requires_grad_(True)

@@ -63,6 +63,28 @@ class EvalContext:
             self.global_test = outcomes(self.model, self.test_x, self.test_y, self.batch_size)
         return self.global_test
 
+    client_evaluations: dict[tuple[int, str], tuple[float, float]] = field(default_factory=dict, repr=False)
+    """Memo of ``client_evaluation``."""
+
+    def client_data(self, client: int, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """Client ``client``'s ``split``: ``"test"`` (its test split, the whole test set when it
+        has none) or ``"val"`` (its validation data)."""
+        if split == "test":
+            idx = self.client_test[client]
+            return (self.test_x, self.test_y) if idx is None else (self.test_x[idx], self.test_y[idx])
+        idx = self.client_val[client]
+        return self.train_x[idx], self.train_y[idx]
+
+    def client_evaluation(self, client: int, split: str) -> tuple[float, float]:
+        """(accuracy, mean loss) of client ``client``'s own model on its ``split`` (``client_data``):
+        computed once per evaluation, for every metric that reads it (per-client accuracy, the
+        robust evaluation's clean accuracy and selection score). It may load the client's state."""
+        key = (client, split)
+        if key not in self.client_evaluations:
+            self.load_client(client)
+            self.client_evaluations[key] = evaluate(self.model, *self.client_data(client, split), self.batch_size)
+        return self.client_evaluations[key]
+
     def pooled_train(self) -> torch.Tensor:
         """The union of the clients' training indices, client after client (FixBN §3.4's
         ``D = ∪_m D_m``)."""

@@ -10,20 +10,17 @@ domains (FedBN's "average") or, without domains, over clients; ``client_acc_mean
 """
 from __future__ import annotations
 
-from fedbn_bench.metrics.base import METRICS, EvalContext, Metric, evaluate, mean_over_domains
+from fedbn_bench.metrics.base import METRICS, EvalContext, Metric, mean_over_domains
 
 
 @METRICS.register("client_accuracy")
 class ClientAccuracy(Metric):
     def __call__(self, ctx: EvalContext) -> dict[str, float]:
         test, val = [], []
-        for client, idx in enumerate(ctx.client_test):
-            ctx.load_client(client)
-            x, y = (ctx.test_x, ctx.test_y) if idx is None else (ctx.test_x[idx], ctx.test_y[idx])
-            test.append(evaluate(ctx.model, x, y, ctx.batch_size))
+        for client in range(len(ctx.client_test)):
+            test.append(ctx.client_evaluation(client, "test"))
             if ctx.has_validation:
-                val_idx = ctx.client_val[client]
-                val.append(evaluate(ctx.model, ctx.train_x[val_idx], ctx.train_y[val_idx], ctx.batch_size))
+                val.append(ctx.client_evaluation(client, "val"))
         accs = [acc for acc, _ in test]
         test_acc, per_domain = mean_over_domains(accs, ctx.client_domain)
         row = {"test_acc": test_acc, "test_loss": mean_over_domains([loss for _, loss in test], ctx.client_domain)[0],

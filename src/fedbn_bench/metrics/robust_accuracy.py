@@ -6,10 +6,16 @@ split (the whole test set without one), under the statistics branch the evaluato
 (the unweighted mean over domains of the per-domain means, FedRBN's "averaged over users" with
 equally many users per domain), ``robust_acc_<domain>``, ``robust_client_acc_<i>``; for the others
 ``<label>_acc``. ``clean_acc`` is the same users' clean accuracy averaged the same way (SA; equal
-to ``test_acc`` when the run evaluates per user). With a validation split, ``val_robust_acc`` and
-FedRBN's model-selection score ``val_select``: each user's validation RA if it trains
-adversarially, else its validation SA, averaged over users (FedRBN App. C.1; the code's
-``val_acc`` of AT users uses the attack).
+to ``test_acc`` when the run evaluates per user). With a validation split, FedRBN's
+model-selection score ``val_select``: each user's validation RA if it trains adversarially, else
+its validation SA, averaged over users (FedRBN App. C.1; the code's ``val_acc`` of AT users uses
+the attack), and ``val_robust_acc``, the validation RA of those AT users (the only users whose
+score needs it; the other users' validation data is not attacked).
+
+Cost: the clean accuracies are the per-client ones (``EvalContext.client_evaluation``, computed
+once per evaluation); the attacks run on channels-last batches with channels-last convolution weights (as the
+clean evaluation, ``metrics/base.py``), the PGD start drawn in NCHW order so that the examples
+are those of the NCHW layout (``adversarial/pgd.py``).
 """
 from __future__ import annotations
 
@@ -17,19 +23,20 @@ import torch
 from torch import nn
 
 from fedbn_bench.core.roles import ADVERSARIAL
-from fedbn_bench.metrics.base import METRICS, EvalContext, Metric, evaluate, mean_over_domains
+from fedbn_bench.metrics.base import METRICS, EvalContext, Metric, channels_last_weights, mean_over_domains
 
 
 def robust_accuracy(model: nn.Module, attack, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> float:
     """Accuracy of ``model`` (eval mode) on ``attack``'s adversarial examples of ``(x, y)``."""
     model.eval()
     correct = 0
-    for start in range(0, len(y), batch_size):
-        xb, yb = x[start : start + batch_size], y[start : start + batch_size]
-        with torch.enable_grad():
-            x_adv = attack(model, xb, yb)
-        with torch.no_grad():
-            correct += (model(x_adv).argmax(1) == yb).sum().item()
+    with channels_last_weights(model, x) as layout:
+        for start in range(0, len(y), batch_size):
+            xb, yb = layout(x[start : start + batch_size]), y[start : start + batch_size]
+            with torch.enable_grad():
+                x_adv = attack(model, xb, yb)
+            with torch.no_grad():
+                correct += (model(layout(x_adv)).argmax(1) == yb).sum().item()
     return correct / max(len(y), 1)
 
 
@@ -41,24 +48,26 @@ class RobustAccuracy(Metric):
         columns = list(ctx.robust_attacks)
         robust: dict[str, list[float]] = {column: [] for column in columns}
         clean, select, val_robust = [], [], []
-        for client, idx in enumerate(ctx.client_test):
+        for client in range(len(ctx.client_test)):
+            clean.append(ctx.client_evaluation(client, "test")[0])
             ctx.load_client(client)
-            x, y = (ctx.test_x, ctx.test_y) if idx is None else (ctx.test_x[idx], ctx.test_y[idx])
-            clean.append(evaluate(ctx.model, x, y, ctx.batch_size)[0])
+            x, y = ctx.client_data(client, "test")
             for column, attack in ctx.robust_attacks.items():
                 robust[column].append(robust_accuracy(ctx.model, attack, x, y, ctx.batch_size))
             if ctx.has_validation:
-                val = ctx.client_val[client]
-                vx, vy = ctx.train_x[val], ctx.train_y[val]
-                val_robust.append(robust_accuracy(ctx.model, ctx.robust_attacks[columns[0]], vx, vy, ctx.batch_size))
-                adversarial = bool(ctx.client_role) and ctx.client_role[client] == ADVERSARIAL
-                select.append(val_robust[-1] if adversarial else evaluate(ctx.model, vx, vy, ctx.batch_size)[0])
+                if bool(ctx.client_role) and ctx.client_role[client] == ADVERSARIAL:
+                    val_robust.append(robust_accuracy(ctx.model, ctx.robust_attacks[columns[0]],
+                                                      *ctx.client_data(client, "val"), ctx.batch_size))
+                    select.append(val_robust[-1])
+                else:
+                    select.append(ctx.client_evaluation(client, "val")[0])
         main, per_domain = mean_over_domains(robust[columns[0]], ctx.client_domain)
         row = {"robust_acc": main, "clean_acc": mean_over_domains(clean, ctx.client_domain)[0],
                **{f"robust_acc_{domain}": acc for domain, acc in per_domain.items()},
                **{f"robust_client_acc_{client}": acc for client, acc in enumerate(robust[columns[0]])},
                **{column: mean_over_domains(robust[column], ctx.client_domain)[0] for column in columns[1:]}}
         if select:
-            row["val_robust_acc"] = mean_over_domains(val_robust, ctx.client_domain)[0]
             row["val_select"] = sum(select) / len(select)
+        if val_robust:
+            row["val_robust_acc"] = sum(val_robust) / len(val_robust)
         return row
