@@ -140,12 +140,14 @@ its ``speedup_vs_sequential`` is against that many rounds of the fastest single-
 
 
 def compose_config(preset: Preset, extra: list[str]):
+    """The preset's run config, without logger or progress bar: its experiment (a real-data preset)
+    or its synthetic setting, then ``extra``."""
+    setting = preset.experiment or [
+        f"model={preset.model}", f"num_clients={preset.num_clients}", f"clients_per_round={preset.clients_per_round}",
+        f"batch_size={preset.batch_size}", *preset.overrides]
     register_schemas()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose(config_name="config", overrides=[
-            "logger=none", "progress=false", f"model={preset.model}", f"num_clients={preset.num_clients}",
-            f"clients_per_round={preset.clients_per_round}", f"batch_size={preset.batch_size}",
-            *preset.overrides, *extra])
+        return compose(config_name="config", overrides=["logger=none", "progress=false", *setting, *extra])
 
 
 def synthetic_federation(preset: Preset, cfg, device: torch.device, seed: int = 0):
@@ -388,10 +390,7 @@ def measure_robust_evaluation(preset_name: str, rounds: int, warmup: int, device
     preset = PRESETS[preset_name]
     if not preset.experiment:
         raise ValueError(f"robust_eval needs a real-data preset (one with an experiment), not {preset_name}")
-    register_schemas()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[*preset.experiment, "logger=none", "progress=false",
-                                                       f"device={device.type}", *overrides])
+    cfg = compose_config(preset, [f"device={device.type}", *overrides])
     sim = build_simulation(cfg, tempfile.mkdtemp(), device, {})
     walls, row = [], {}
     for r in range(warmup + rounds):

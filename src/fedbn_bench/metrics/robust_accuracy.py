@@ -13,9 +13,9 @@ the attack), and ``val_robust_acc``, the validation RA of those AT users (the on
 score needs it; the other users' validation data is not attacked).
 
 Cost: the clean accuracies are the per-client ones (``EvalContext.client_evaluation``, computed
-once per evaluation); the attacks run on channels-last batches with channels-last convolution weights (as the
-clean evaluation, ``metrics/base.py``), the PGD start drawn in NCHW order so that the examples
-are those of the NCHW layout (``adversarial/pgd.py``).
+once per evaluation); the attacks run on channels-last batches with channels-last convolution
+weights (as the clean evaluation, ``metrics/base.py``), the PGD start drawn in NCHW order so
+that the examples are those of the NCHW layout (``adversarial/pgd.py``).
 """
 from __future__ import annotations
 
