@@ -12,6 +12,7 @@ from __future__ import annotations
 from fedbn_bench.figures.claims.base import Check, Claim, Quantity
 
 TABLE1 = "results/hbn/table1_fmnist/runs"
+TABLE1_100 = "results/hbn/table1_100_rounds_fmnist/runs"
 TABLE2 = "results/hbn/table2_fmnist/runs"
 TABLE4 = "results/hbn/table4_fmnist/runs"
 TABLE6 = "results/hbn/table6_fmnist/runs"
@@ -53,8 +54,9 @@ TABLE1_PHI06_DIAGNOSIS = (
     "1.1 points (86.6 to 87.7); the paper's spread is 4.3 (73.9 to 78.2). HBN leads BN early (mean test "
     "accuracy at round 5 / 10 / 20 / 30: HBN 78.1 / 83.3 / 85.7 / 87.4, BN 71.4 / 81.7 / 86.2 / 87.6), and "
     "every norm's best is its last evaluation: at 30 rounds the runs are still learning, where the paper takes "
-    "the best over 500. Fashion-MNIST at φ = 0.6 leaves BN little to lose. Next runs: the same rows at 100 "
-    "rounds (λ matched) before any conclusion about the ordering.")
+    "the best over 500. Fashion-MNIST at φ = 0.6 leaves BN little to lose. Next runs: BN, FixBN and HBN "
+    "at 100 rounds (λ = 0.05, matched), claim hbn/table1_phi0.6_100_rounds, before any conclusion about the "
+    "ordering.")
 
 
 TABLE6_DIAGNOSIS = (
@@ -84,6 +86,23 @@ def table1(phi: float, diagnosis: str = "") -> Claim:
         seeds=3, diagnosis=diagnosis, full_scale=FULL_C10.format("table1"))
 
 
+def table1_100_rounds() -> Claim:
+    """Table 1 at φ = 0.6 for the three norms tied at 30 rounds, run 100 rounds (the 30-round diagnosis's next
+    run). Same checks as ``table1`` restricted to BN and FixBN."""
+    paper = {name: PAPER_TABLE1[0.6][name] for name in ("BN", "FixBN", "HBN")}
+    gap = paper["HBN"] - paper["BN"]
+    return Claim(
+        "hbn/table1_phi0.6_100_rounds",
+        f"§4.2 Table 1 (CIFAR-10, φ = 0.6): FedAvg + HBN ({paper['HBN']}) is above FixBN ({paper['FixBN']}) and "
+        f"{gap:.2f} points above BN ({paper['BN']}).",
+        paper, SETTING.replace("30 rounds evaluated every 5", "100 rounds evaluated every 10").replace(
+            "λ = 0.15 (matched to 30 rounds)", "λ = 0.05 (matched to 100 rounds)") + ", φ = 0.6",
+        "hbn/table1_100_rounds_fmnist",
+        {"BN": row(TABLE1_100, "bn"), "FixBN": row(TABLE1_100, "fixbn"), "HBN": row(TABLE1_100, "hbn_100_rounds")},
+        (Check("HBN", "FixBN", "at_least", 0.0, f"paper: HBN first ({paper['HBN']} vs FixBN {paper['FixBN']})"),
+         Check("HBN", "BN", "at_least", round(gap / 3, 2), f"paper gap {gap:.2f} points; a third of it")),
+        seeds=3, full_scale=FULL_C10.format("table1"))
+
 def table4(algorithm: str, own: str, paper_own: float, paper_hbn: float) -> Claim:
     gain = paper_hbn - paper_own
     label = {"fedprox": "FedProx", "scaffold": "SCAFFOLD", "fedadam": "FedAdam", "fedsam": "FedSAM"}[algorithm]
@@ -110,6 +129,7 @@ FULL_HBN = 78.22
 CLAIMS: list[Claim] = [
     table1(0.1, TABLE1_PHI01_DIAGNOSIS),
     table1(0.6, TABLE1_PHI06_DIAGNOSIS),
+    table1_100_rounds(),
     Claim(
         "hbn/table2_batch_size",
         "§4.3 Table 2 / Fig. 4 (CIFAR-100, φ = 0.6): from B = 32 to B = 2 BN loses 5.74 points, HBN 2.19; at B = 2 "
