@@ -171,20 +171,20 @@ CLAIMS: list[Claim] = [
         "hbn/fig5_small_lambda_low_c",
         "§4.4 Fig. 5 (CIFAR-10, φ = 0.6, B = 32): at a low client ratio (C = 0.1) a small λ helps.",
         {"λ small, C = 0.1": None, "λ = 1, C = 0.1": None},
-        "as the Table 1 setting but K = 20 clients, C = 0.1 (2 a round), B = 32, lr 0.08, φ = 0.6; small λ = 0.15 "
+        "as the Table 1 setting but K = 20 clients, C = 0.1 (2 a round), B = 32, lr 0.08, 19 local steps a round, φ = 0.6; small λ = 0.15 "
         "(the paper's 0.01 matched to 30 rounds)", "hbn/fig5_fmnist",
-        {"λ small, C = 0.1": row(FIG5, "hbn", **{"clients_per_round": 2, "norm.lam": 0.15}),
-         "λ = 1, C = 0.1": row(FIG5, "hbn", **{"clients_per_round": 2, "norm.lam": 1})},
+        {"λ small, C = 0.1": row(FIG5, "hbn_b32", **{"clients_per_round": 2, "norm.lam": 0.15}),
+         "λ = 1, C = 0.1": row(FIG5, "hbn_b32", **{"clients_per_round": 2, "norm.lam": 1})},
         (Check("λ small, C = 0.1", "λ = 1, C = 0.1", "at_least", 0.0, "paper: curves only; small λ above λ = 1"),),
         seeds=3, full_scale=FULL_C10.format("fig5")),
     Claim(
         "hbn/fig5_lambda_insensitive_high_c",
         "§4.4 Fig. 5 (CIFAR-10, φ = 0.6, B = 32): at a high client ratio (C = 1) HBN is insensitive to λ.",
         {"λ small, C = 1": None, "λ = 1, C = 1": None},
-        "as the Table 1 setting but K = 20 clients, C = 1 (20 a round), B = 32, lr 0.08, φ = 0.6; small λ = 0.15",
+        "as the Table 1 setting but K = 20 clients, C = 1 (20 a round), B = 32, lr 0.08, 19 local steps a round, φ = 0.6; small λ = 0.15",
         "hbn/fig5_fmnist",
-        {"λ small, C = 1": row(FIG5, "hbn", **{"clients_per_round": 20, "norm.lam": 0.15}),
-         "λ = 1, C = 1": row(FIG5, "hbn", **{"clients_per_round": 20, "norm.lam": 1})},
+        {"λ small, C = 1": row(FIG5, "hbn_b32", **{"clients_per_round": 20, "norm.lam": 0.15}),
+         "λ = 1, C = 1": row(FIG5, "hbn_b32", **{"clients_per_round": 20, "norm.lam": 1})},
         (Check("λ small, C = 1", "λ = 1, C = 1", "within", 3.0, "paper: curves only; insensitive (module docstring)"),),
         seeds=3, full_scale=FULL_C10.format("fig5")),
 ]
