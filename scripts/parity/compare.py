@@ -1,6 +1,8 @@
 """Compare the runs of an author's code with ours (``figures/parity.py``): ``<out>.md`` with each method's final
 test accuracy on both sides (mean ± sd over seeds, ours − theirs, Welch's t) and ``<out>.png`` with the
-accuracy curves (mean ± sd band over the seeds of each side, one panel per method).
+accuracy curves (mean ± sd band over the seeds of each side, one panel per method). ``--metric`` compares
+another summary accuracy and ``--curve`` draws another metrics column (FedRBN's code: ``robust_acc_at_best_val``
+or ``test_acc_at_best_val``, and ``val_select``).
 
     python scripts/parity/compare.py --authors results/hbn/parity_code/authors results/fbn/parity_hbn_code/authors \
         --ours results/hbn/parity_code/runs results/fbn/parity_hbn_code/runs --out results/parity/hybridbn \
@@ -25,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from fedbn_bench.figures.base import COMPLETED  # noqa: E402
-from fedbn_bench.figures.parity import Comparison, compare, table  # noqa: E402
+from fedbn_bench.figures.parity import FINAL, Comparison, compare, table  # noqa: E402
 from fedbn_bench.figures.recipes.curve import band  # noqa: E402
 from fedbn_bench.records.reader import RunRecord, read_runs  # noqa: E402
 
@@ -36,6 +38,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ours", nargs="+", required=True, type=Path, help="directories of our run records")
     parser.add_argument("--out", required=True, type=Path, help="output path without suffix (.md and .png are written)")
     parser.add_argument("--title", default="Parity with the authors' code")
+    parser.add_argument("--metric", default=FINAL, help="the summary accuracy compared (summary.json key)")
+    parser.add_argument("--curve", default="test_acc", help="the metrics.csv column drawn against the round")
     return parser.parse_args(argv)
 
 
@@ -43,13 +47,13 @@ def read(directories: list[Path]) -> list[RunRecord]:
     return [run for d in directories for run in read_runs(d)]
 
 
-def plot(comparisons: list[Comparison], path: Path) -> None:
-    """One panel per method: test accuracy against the round, mean ± sd over each side's completed runs."""
+def plot(comparisons: list[Comparison], path: Path, column: str = "test_acc") -> None:
+    """One panel per method: ``column`` against the round, mean ± sd over each side's completed runs."""
     fig, axes = plt.subplots(1, len(comparisons), figsize=(3.2 * len(comparisons), 3.2), squeeze=False)
     for ax, c in zip(axes[0], comparisons):
         for side, runs, style in (("authors' code", c.authors, "--"), ("fedbn-bench", c.ours, "-")):
             done = [r for r in runs if r.status == COMPLETED]
-            rounds, mean, sd = band(done, "test_acc")
+            rounds, mean, sd = band(done, column)
             if rounds:
                 line, = ax.plot(rounds, mean, style, marker="o", label=f"{side} ({len(done)})")
                 ax.fill_between(rounds, [m - s for m, s in zip(mean, sd)], [m + s for m, s in zip(mean, sd)],
@@ -58,7 +62,7 @@ def plot(comparisons: list[Comparison], path: Path) -> None:
         ax.set_xlabel("round")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("test accuracy (%)")
+    axes[0][0].set_ylabel("test accuracy (%)" if column == "test_acc" else f"{column} (%)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -69,9 +73,10 @@ def markdown(args: argparse.Namespace, comparisons: list[Comparison], figure: Pa
     return "\n".join([
         f"# {args.title}", "",
         f"Authors' runs: {', '.join(f'`{d}`' for d in args.authors)}; ours: {', '.join(f'`{d}`' for d in args.ours)}. "
-        "Final test accuracy (%) as mean ± sample sd over the completed runs (seeds; a seed is a different draw on "
-        "each side), the difference of the means, Welch's t of it (degrees of freedom) and its two-sided p. "
-        f"Curves: `{figure.name}` (mean ± sd band per side).", "",
+        f"{'Final test accuracy' if args.metric == FINAL else f'`{args.metric}`'} (%) as mean ± sample sd over the "
+        "completed runs (seeds; a seed is a different draw on each side), the difference of the means, Welch's t "
+        f"of it (degrees of freedom) and its two-sided p. Curves: `{figure.name}` (`{args.curve}`, mean ± sd band "
+        "per side).", "",
         *table(comparisons), "",
         "Runs left out: " + ("none." if not left_out else ""), *left_out, "",
         f"![accuracy curves]({figure.name})", ""])
@@ -83,10 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     if not authors or not ours:
         print(f"no runs under {'the authors' if not authors else 'our'} directories", file=sys.stderr)
         return 1
-    comparisons = compare(authors, ours)
+    comparisons = compare(authors, ours, args.metric)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     figure = args.out.with_suffix(".png")
-    plot(comparisons, figure)
+    plot(comparisons, figure, args.curve)
     args.out.with_suffix(".md").write_text(markdown(args, comparisons, figure))
     print(f"wrote {args.out.with_suffix('.md')} and {figure}")
     return 0

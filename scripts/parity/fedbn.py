@@ -58,13 +58,10 @@ THEIR_DOMAINS = {"mnist": ("MNIST", 1), "svhn_like": ("SVHN", 3), "usps_like": (
 COMMIT = "2fa38adf627a8c8ba71c5fb515b1f2ba00aa8812"
 
 
-def parse() -> tuple[argparse.Namespace, list[str]]:
-    """The wrapper's options, and the arguments for their argparse."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("--code", required=True, type=Path, help="a FedBN checkout (federated/fed_digits.py)")
-    parser.add_argument("--mode", required=True, choices=sorted(MODES), help="their --mode")
-    parser.add_argument("--percent", type=float, default=0.1, help="their --percent (and the data written)")
-    parser.add_argument("--commit", default=COMMIT, help="the checkout's commit, recorded in the run's config")
+def add_standin_options(parser: argparse.ArgumentParser, percent: float) -> None:
+    """The options of a wrapper that writes the stand-in in FedBN's layout (``write_domains``) and runs their
+    script in a scratch directory; ``percent`` is the default of their ``--percent``."""
+    parser.add_argument("--percent", type=float, default=percent, help="their --percent (and the data written)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--record", required=True, type=Path, help="run directory to write (our layout)")
     parser.add_argument("--data", type=Path, default=ROOT / "data", help="our data root (MNIST/raw)")
@@ -72,11 +69,26 @@ def parse() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--test-size", type=int, default=297, help="the stand-in's test_size")
     parser.add_argument("--workdir", type=Path, default=None, help="their data and outputs (default: temporary)")
     parser.add_argument("--threads", type=int, default=1)
-    args, theirs = parser.parse_known_args()
-    theirs = [a for a in theirs if a != "--"]
-    for option in ("--mode", "--percent"):
+
+
+def arguments_after(parser: argparse.ArgumentParser, extra: list[str], owned: tuple[str, ...]) -> list[str]:
+    """The arguments left for their argparse (``extra`` without ``--``), refusing those the wrapper sets."""
+    theirs = [a for a in extra if a != "--"]
+    for option in owned:
         if option in theirs:
-            parser.error(f"give {option} to the wrapper, not after --")
+            parser.error(f"{option} is set by the wrapper; leave it out after --")
+    return theirs
+
+
+def parse() -> tuple[argparse.Namespace, list[str]]:
+    """The wrapper's options, and the arguments for their argparse."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--code", required=True, type=Path, help="a FedBN checkout (federated/fed_digits.py)")
+    parser.add_argument("--mode", required=True, choices=sorted(MODES), help="their --mode")
+    parser.add_argument("--commit", default=COMMIT, help="the checkout's commit, recorded in the run's config")
+    add_standin_options(parser, percent=0.1)
+    args, extra = parser.parse_known_args()
+    theirs = arguments_after(parser, extra, ("--mode", "--percent"))
     return args, [*theirs, "--mode", args.mode, "--percent", str(args.percent)]
 
 
@@ -134,14 +146,19 @@ def seeded_with(seed: int) -> Iterator[None]:
         yield
 
 
-def run_theirs(script: Path, theirs: list[str], workdir: Path, seed: int, tee: Tee) -> None:
-    """Their script in ``workdir/run`` with ``theirs`` as its argv, its output into ``tee``."""
-    import os
-
+def numpy_long() -> None:
+    """``numpy.long`` as ``numpy.int64`` where numpy lacks it (module docstring)."""
     import numpy as np
 
     if not hasattr(np, "long"):
         np.long = np.int64
+
+
+def run_theirs(script: Path, theirs: list[str], workdir: Path, seed: int, tee: Tee) -> None:
+    """Their script in ``workdir/run`` with ``theirs`` as its argv, its output into ``tee``."""
+    import os
+
+    numpy_long()
     sys.path.insert(0, str(script.parents[1]))
     sys.argv = [str(script), *theirs]
     (workdir / "run").mkdir(parents=True, exist_ok=True)

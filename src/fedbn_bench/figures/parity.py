@@ -1,8 +1,9 @@
 """Parity of fedbn-bench with an author's code (``scripts/parity/compare.py``, ``results/parity/``): the runs
 of both sides grouped by method (``norm.name``, which the authors' records carry too,
-``records/reference_log.py``), each method's final test accuracy as mean ± sd over the seeds (completed
-runs only), the difference ours − theirs and Welch's t of it (unequal variances, Welch–Satterthwaite
-degrees of freedom, two-sided p), and the accuracy curves of both sides."""
+``records/reference_log.py``), each method's final test accuracy (or another summary accuracy, ``metric``:
+FedRBN's code tests its best validation round only, ``robust_acc_at_best_val``) as mean ± sd over the seeds
+(completed runs only), the difference ours − theirs and Welch's t of it (unequal variances,
+Welch–Satterthwaite degrees of freedom, two-sided p), and the accuracy curves of both sides."""
 from __future__ import annotations
 
 import math
@@ -43,10 +44,12 @@ def method_of(run: RunRecord) -> str:
     return str(run.get("norm.name", "?"))
 
 
-def final_accuracy(runs: Sequence[RunRecord]) -> list[float]:
-    """The final test accuracy (%) of the completed ``runs``."""
-    return [100.0 * r.summary["final_test_acc"] for r in runs
-            if r.status == COMPLETED and r.summary.get("final_test_acc") is not None]
+FINAL = "final_test_acc"
+
+
+def final_accuracy(runs: Sequence[RunRecord], metric: str = FINAL) -> list[float]:
+    """The summary accuracy ``metric`` (%) of the completed ``runs`` that have it."""
+    return [100.0 * r.summary[metric] for r in runs if r.status == COMPLETED and r.summary.get(metric) is not None]
 
 
 @dataclass
@@ -56,16 +59,17 @@ class Comparison:
     method: str
     authors: list[RunRecord]
     ours: list[RunRecord]
+    metric: str = FINAL
 
     @property
     def difference(self) -> Optional[float]:
-        """Mean final accuracy, ours − theirs (points)."""
-        (a, _), (b, _) = mean_std(final_accuracy(self.ours)), mean_std(final_accuracy(self.authors))
+        """Mean accuracy, ours − theirs (points)."""
+        (a, _), (b, _) = (mean_std(final_accuracy(runs, self.metric)) for runs in (self.ours, self.authors))
         return None if a is None or b is None else a - b
 
     @property
     def test(self) -> Optional[Welch]:
-        return welch(final_accuracy(self.ours), final_accuracy(self.authors))
+        return welch(final_accuracy(self.ours, self.metric), final_accuracy(self.authors, self.metric))
 
     def not_counted(self) -> list[str]:
         """The runs left out (not completed), named with their side and status."""
@@ -74,16 +78,16 @@ class Comparison:
                 for run in runs if run.status != COMPLETED]
 
 
-def compare(authors: Sequence[RunRecord], ours: Sequence[RunRecord]) -> list[Comparison]:
-    """The methods either side ran, sorted, each with its runs on both sides."""
+def compare(authors: Sequence[RunRecord], ours: Sequence[RunRecord], metric: str = FINAL) -> list[Comparison]:
+    """The methods either side ran, sorted, each with its runs on both sides, compared by ``metric``."""
     methods = sorted({method_of(r) for r in [*authors, *ours]})
-    return [Comparison(m, [r for r in authors if method_of(r) == m], [r for r in ours if method_of(r) == m])
-            for m in methods]
+    return [Comparison(m, [r for r in authors if method_of(r) == m], [r for r in ours if method_of(r) == m],
+                       metric) for m in methods]
 
 
-def accuracy_text(runs: Sequence[RunRecord]) -> str:
-    """``mean ± sd (n)`` of the final accuracy in %, ``–`` without a completed run."""
-    values = final_accuracy(runs)
+def accuracy_text(runs: Sequence[RunRecord], metric: str = FINAL) -> str:
+    """``mean ± sd (n)`` of the accuracy ``metric`` in %, ``–`` without a completed run."""
+    values = final_accuracy(runs, metric)
     mean, sd = mean_std(values)
     return "–" if mean is None else f"{cell(mean)} ± {cell(sd)} ({len(values)})"
 
@@ -101,14 +105,17 @@ def implementation(runs: Sequence[RunRecord]) -> str:
 
 
 def table(comparisons: Sequence[Comparison]) -> list[str]:
-    """The markdown table: per method both implementations, final accuracy, difference and Welch's t."""
+    """The markdown table: per method both implementations, the compared accuracy (its summary key in the header
+    unless it is the final one), difference and Welch's t."""
+    metrics = sorted({c.metric for c in comparisons} - {FINAL})
+    label = ", ".join(metrics) if metrics else "final acc"
     rows = []
     for c in comparisons:
         test = c.test
-        rows.append([c.method, implementation(c.authors), implementation(c.ours), accuracy_text(c.authors),
-                     accuracy_text(c.ours), cell(c.difference, sign=True),
+        rows.append([c.method, implementation(c.authors), implementation(c.ours), accuracy_text(c.authors, c.metric),
+                     accuracy_text(c.ours, c.metric), cell(c.difference, sign=True),
                      "–" if test is None else f"{test.t:+.2f} ({test.dof:.1f})",
                      "–" if test is None else f"{test.p:.2f}"])
-    return md_table(["method", "authors' code", "fedbn-bench", "theirs: final acc % (seeds)",
-                     "ours: final acc % (seeds)", "ours − theirs", "Welch t (dof)", "p"], rows,
+    return md_table(["method", "authors' code", "fedbn-bench", f"theirs: {label} % (seeds)",
+                     f"ours: {label} % (seeds)", "ours − theirs", "Welch t (dof)", "p"], rows,
                     ["---", "---", "---", "---:", "---:", "---:", "---:", "---:"])
