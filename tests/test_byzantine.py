@@ -146,6 +146,7 @@ def test_byzantine_clients_without_an_attack_change_nothing(tmp_path):
     assert plain["final_test_acc"] == idle["final_test_acc"]
 
 
+@pytest.mark.slow  # three 60-round runs (about 70 s); the attacks and rules have exact tests above
 def test_sign_flipping_without_defense_hurts_naive_bn_and_the_median_restores_it(tmp_path):
     """FBN §5's three scenarios with DSGD on i.i.d. digits: 3 of 10 clients flipping their running
     means pull the averaged mean to a fraction of the honest one (a fixed point near 0.06 of it

@@ -351,6 +351,7 @@ def macs(tmp_path, steps: int) -> float:
     return summary["train_macs_per_round"]
 
 
+@pytest.mark.slow  # three FedRBN rounds with robust evaluation (about 50 s)
 def test_mac_count_includes_every_attack_step(tmp_path):
     m1, m2, m3 = (macs(tmp_path, k) for k in (1, 2, 3))
     assert m2 - m1 > 0 and m3 - m2 == pytest.approx(m2 - m1, rel=1e-9)
