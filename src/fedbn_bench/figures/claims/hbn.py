@@ -71,6 +71,7 @@ TABLE6_DIAGNOSIS = (
     "lose nothing by the end, so the global statistics' benefit shows only in the early rounds. Next runs: the "
     "same rows at 100 rounds with λ matched, as for Table 1.")
 
+
 TABLE2_DIAGNOSIS = (
     "Measured (3 seeds, 30 rounds): 1 of the 3 checks passes (HBN's change from B = 32 to B = 2 stays below the "
     "paper's midpoint), but not for the paper's reason: both norms gain from the smaller batch instead of losing. "
@@ -83,14 +84,17 @@ TABLE2_DIAGNOSIS = (
     "do not hurt BN here: on Fashion-MNIST at φ = 0.6 BN keeps up with HBN at B = 4 too (hbn/table1_phi0.6). "
     "Next runs: the same cells at a matched number of local steps or until the B = 32 runs stop improving.")
 
+
 FIG5_LOW_C_DIAGNOSIS = (
     "Measured (3 seeds, 30 rounds): λ = 0.15 gives 75.4 ± 3.1 and λ = 1 gives 75.6 ± 0.9; per seed the small λ "
     "is 1.9 and 0.4 points above and 3.1 below. With 2 of 20 clients a round under Dirichlet(0.6), each round's "
     "model leans towards those two clients' classes and test accuracy swings by 13 to 19 points between "
-    "consecutive evaluations in every run (mean of the small-λ runs at round 25 / 30: 74.4 / 66.3, λ = 1: 75.5 / 65.9), so the best of "
-    "six evaluations is decided by which clients came last, a noise larger than the effect λ has on the "
-    "statistics. The runs are also far from converged (19 local steps of 2 clients a round; best 72 to 79 %). "
-    "Next runs: more seeds and rounds at C = 0.1, or the mean over the last evaluations instead of the best.")
+    "consecutive evaluations in every run (mean of the small-λ runs at round 25 / 30: 74.4 / 66.3, λ = 1: "
+    "75.5 / 65.9), so the best of six evaluations is decided by which clients came last, a noise larger than "
+    "the effect λ has on the statistics. The runs are also far from converged (19 local steps of 2 clients a "
+    "round; best 72 to 79 %). Next runs: more seeds and rounds at C = 0.1, or the mean over the last "
+    "evaluations instead of the best.")
+
 
 def table1(phi: float, diagnosis: str = "") -> Claim:
     paper = PAPER_TABLE1[phi]
@@ -124,6 +128,7 @@ def table1_100_rounds() -> Claim:
          Check("HBN", "BN", "at_least", round(gap / 3, 2), f"paper gap {gap:.2f} points; a third of it")),
         seeds=3, full_scale=FULL_C10.format("table1"))
 
+
 TABLE4_SAME_AS_TABLE1 = (
     "every run's best is its last evaluation: at 30 rounds they are still learning, where the paper takes the "
     "best over 500, and on Fashion-MNIST at φ = 0.6 BN's batch statistics lose nothing by then (hbn/table1_phi0.6: "
@@ -146,6 +151,7 @@ TABLE4_FEDSAM_DIAGNOSIS = (
     "/ 30: 75.7 / 80.8 / 84.9 / 86.7 against 63.5 / 77.1 / 83.6 / 86.0), the largest early lead of the four "
     "algorithms; as for the others, every run's best is its last evaluation, so at 30 rounds both are still "
     "learning.")
+
 
 def table4(algorithm: str, own: str, paper_own: float, paper_hbn: float, diagnosis: str = "") -> Claim:
     gain = paper_hbn - paper_own
