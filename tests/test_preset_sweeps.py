@@ -154,3 +154,12 @@ def test_fixbn_fig1_bars_use_table1_settings_and_fixbn_star_momentum():
     momentum_free = (0.2, 0.0, "none")
     assert settings == {"central_bn": momentum_free, "fedavg_bn": momentum_free, "fedavg_gn": momentum_free,
                         "fedavg_fixbn": momentum_free, "fedavg_fixbn_local": (0.02, 0.9, "local")}
+
+
+def test_hbn_fig5_jobs_keep_its_batch_lr_and_local_steps():
+    """HBN Fig. 5 reduced (conf/experiment/hbn/fig5_fmnist.yaml): every job trains K = 20 clients with B = 32 at
+    lr 0.08 for 19 local steps; the swept row file is applied after the preset, so a row carrying Table 8's
+    B = 4 lr (0.01) would silently replace them."""
+    settings = {(cfg.num_clients, cfg.batch_size, cfg.lr, cfg.algo.local_steps, cfg.norm.name)
+                for cfg in map(compose_config, sweep_jobs("hbn/fig5_fmnist"))}
+    assert settings == {(20, 32, 0.08, 19, "hbn")}
