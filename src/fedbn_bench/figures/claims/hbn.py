@@ -20,8 +20,16 @@ SEC5 = "results/hbn/sec5_fmnist/runs"
 FIG5 = "results/hbn/fig5_fmnist/runs"
 ROW = "+experiment/hbn/fmnist_row"
 BEST = "summary:best_test_acc"
-SETTING = ("Fashion-MNIST, Simple-CNN, FedAvg, K = 100 clients with 10 a round, B = 4, E = 1, per-class Dirichlet(φ), "
-           "30 rounds evaluated every 5, Table 8's per-method lr, HBN's λ = 0.15 (matched to 30 rounds)")
+
+
+def setting(rounds: int, eval_every: int, lam: float) -> str:
+    """The shared reduced setting (``conf/experiment/hbn/base/fmnist.yaml``) at a run length and its matched λ."""
+    return (f"Fashion-MNIST, Simple-CNN, FedAvg, K = 100 clients with 10 a round, B = 4, E = 1, per-class "
+            f"Dirichlet(φ), {rounds} rounds evaluated every {eval_every}, Table 8's per-method lr, HBN's λ = {lam} "
+            f"(matched to {rounds} rounds)")
+
+
+SETTING = setting(30, 5, 0.15)
 FULL_C10 = "`experiment=hbn/{}` (CIFAR-10, 500 rounds; needs CIFAR-10 and a GPU)"
 NORMS = {"BN": "bn", "GN": "gn", "LN": "ln", "FedFN": "fedfn", "FixBN": "fixbn", "FBN": "fbn", "HBN": "hbn"}
 PAPER_TABLE1 = {
@@ -120,8 +128,7 @@ def table1_100_rounds() -> Claim:
         "hbn/table1_phi0.6_100_rounds",
         f"§4.2 Table 1 (CIFAR-10, φ = 0.6): FedAvg + HBN ({paper['HBN']}) is above FixBN ({paper['FixBN']}) and "
         f"{gap:.2f} points above BN ({paper['BN']}).",
-        paper, SETTING.replace("30 rounds evaluated every 5", "100 rounds evaluated every 10").replace(
-            "λ = 0.15 (matched to 30 rounds)", "λ = 0.05 (matched to 100 rounds)") + ", φ = 0.6",
+        paper, f"{setting(100, 10, 0.05)}, φ = 0.6",
         "hbn/table1_100_rounds_fmnist",
         {"BN": row(TABLE1_100, "bn"), "FixBN": row(TABLE1_100, "fixbn"), "HBN": row(TABLE1_100, "hbn_100_rounds")},
         (Check("HBN", "FixBN", "at_least", 0.0, f"paper: HBN first ({paper['HBN']} vs FixBN {paper['FixBN']})"),
