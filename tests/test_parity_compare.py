@@ -11,7 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 from scipy import stats
 
-from fedbn_bench.figures.parity import compare, final_accuracy, table, welch
+from fedbn_bench.figures.parity import compare, summary_accuracy, table, welch
 from fedbn_bench.records.reader import read_run
 from fedbn_bench.records.reference_log import write_hybridbn_record
 
@@ -73,7 +73,7 @@ def test_methods_pair_both_sides_and_count_completed_runs_only(records):
     runs = {side: [read_run(p) for p in sorted((records / side).iterdir())] for side in ("authors", "ours")}
     bn, hbn = compare(runs["authors"], runs["ours"])
     assert (bn.method, len(bn.authors), len(bn.ours)) == ("bn", 2, 3)
-    assert final_accuracy(bn.ours) == pytest.approx([60.0, 64.0])
+    assert summary_accuracy(bn.ours) == pytest.approx([60.0, 64.0])
     assert bn.difference == pytest.approx(62.0 - 51.0)
     assert bn.test.t == pytest.approx(welch([60.0, 64.0], [50.0, 52.0]).t)
     assert bn.not_counted() == ["ours bn-seed9: failed"]

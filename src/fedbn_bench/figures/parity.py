@@ -47,7 +47,7 @@ def method_of(run: RunRecord) -> str:
 FINAL = "final_test_acc"
 
 
-def final_accuracy(runs: Sequence[RunRecord], metric: str = FINAL) -> list[float]:
+def summary_accuracy(runs: Sequence[RunRecord], metric: str = FINAL) -> list[float]:
     """The summary accuracy ``metric`` (%) of the completed ``runs`` that have it."""
     return [100.0 * r.summary[metric] for r in runs if r.status == COMPLETED and r.summary.get(metric) is not None]
 
@@ -64,12 +64,12 @@ class Comparison:
     @property
     def difference(self) -> Optional[float]:
         """Mean accuracy, ours − theirs (points)."""
-        (a, _), (b, _) = (mean_std(final_accuracy(runs, self.metric)) for runs in (self.ours, self.authors))
+        (a, _), (b, _) = (mean_std(summary_accuracy(runs, self.metric)) for runs in (self.ours, self.authors))
         return None if a is None or b is None else a - b
 
     @property
     def test(self) -> Optional[Welch]:
-        return welch(final_accuracy(self.ours, self.metric), final_accuracy(self.authors, self.metric))
+        return welch(summary_accuracy(self.ours, self.metric), summary_accuracy(self.authors, self.metric))
 
     def not_counted(self) -> list[str]:
         """The runs left out (not completed), named with their side and status."""
@@ -87,7 +87,7 @@ def compare(authors: Sequence[RunRecord], ours: Sequence[RunRecord], metric: str
 
 def accuracy_text(runs: Sequence[RunRecord], metric: str = FINAL) -> str:
     """``mean ± sd (n)`` of the accuracy ``metric`` in %, ``–`` without a completed run."""
-    values = final_accuracy(runs, metric)
+    values = summary_accuracy(runs, metric)
     mean, sd = mean_std(values)
     return "–" if mean is None else f"{cell(mean)} ± {cell(sd)} ({len(values)})"
 
