@@ -131,6 +131,11 @@ PRESETS = {
         experiment=["experiment=fedrbn/table2_digits", "+experiment/fedrbn/method=fedrbn",
                     "+experiment/fedrbn/setting=digits_20"]),
 }
+ROBUST_EVAL_CONFIGS = {"robust_eval": ["adversarial.robust_test=every"],
+                       "robust_eval_best_val": ["adversarial.robust_test=best_val"]}
+"""The robust evaluation's timings: with every evaluation attacking the test splits, and with them
+attacked only at the best validation round (``best_val_test_s``, once a run). A ``--baseline`` checkout times
+``robust_eval`` for both (it may predate ``adversarial.robust_test``)."""
 CONFIGS = ("typical", "loop", "loop_cl", "vmap", "packed")
 """Training configurations; ``eval`` (seconds per evaluation of 10,000 test images, ``--configs eval``),
 ``robust_eval`` (seconds per evaluation of a real-data preset's run, its robust accuracy
@@ -292,8 +297,9 @@ def measure(preset_name: str, config: str, rounds: int, warmup: int, device: tor
         return measure_matmul(device)
     if config == "eval":
         return measure_evaluation(preset_name, rounds, warmup, device, overrides)
-    if config == "robust_eval":
-        return measure_robust_evaluation(preset_name, rounds, warmup, device, overrides)
+    if config in ROBUST_EVAL_CONFIGS:
+        return measure_robust_evaluation(preset_name, rounds, warmup, device,
+                                         [*overrides, *ROBUST_EVAL_CONFIGS[config]], config)
     if config == "replicas":
         return measure_replicas(preset_name, rounds, warmup, device, overrides, replicas)
     preset = PRESETS[preset_name]
@@ -383,24 +389,32 @@ def measure_evaluation(preset_name: str, rounds: int, warmup: int, device: torch
 
 
 def measure_robust_evaluation(preset_name: str, rounds: int, warmup: int, device: torch.device,
-                               overrides: list[str]) -> dict:
+                               overrides: list[str], config: str = "robust_eval") -> dict:
     """Seconds per evaluation (the run's whole metric list, robust accuracy included) of a
     real-data preset's run before training; the row carries what the evaluation measured
-    (``robust_acc``, ``clean_acc``, ``val_select``), so that two checkouts' rows can be compared."""
+    (``robust_acc``, ``clean_acc``, ``val_select``), so that two checkouts' rows can be compared.
+    With ``adversarial.robust_test=best_val`` an evaluation attacks no test split; the row adds
+    ``best_val_test_s``, the once-a-run robust test of the kept state, and its ``robust_acc``."""
     preset = PRESETS[preset_name]
     if not preset.experiment:
         raise ValueError(f"robust_eval needs a real-data preset (one with an experiment), not {preset_name}")
     cfg = compose_config(preset, [f"device={device.type}", *overrides])
     sim = build_simulation(cfg, tempfile.mkdtemp(), device, {})
-    walls, row = [], {}
+    walls, tests, row = [], [], {}
     for r in range(warmup + rounds):
         t0 = time.perf_counter()
         row = sim.evaluator.evaluate()
         if r >= warmup:
             walls.append(time.perf_counter() - t0)
-    return {"config": "robust_eval", "backend": "evaluator", "s_per_round": statistics.median(walls),
+        if sim.evaluator.defers_robust_test:
+            t0 = time.perf_counter()
+            row = {**row, **sim.evaluator.evaluate(robust_test=True)}
+            if r >= warmup:
+                tests.append(time.perf_counter() - t0)
+    return {"config": config, "backend": "evaluator", "s_per_round": statistics.median(walls),
             "cpu_s_per_round": statistics.median(walls), "samples_per_round": len(sim.fed.data.test.y),
             "peak_mem_mib": 0.0, "mem_kind": "", "gflop_per_round": float("nan"),
+            "best_val_test_s": statistics.median(tests) if tests else float("nan"),
             **{k: row.get(k, float("nan")) for k in ("robust_acc", "clean_acc", "val_select")}}
 
 
@@ -554,7 +568,9 @@ def main() -> None:
     norms = args.norm.split(",") if args.norm else [None]
     choices = [{k: v for k, v in (("algo", a), ("norm", n)) if v} for a in algos for n in norms]
     jobs = [(c, choice, ROOT) for choice in choices for c in configs]
-    jobs += [(c, choice, args.baseline.resolve()) for choice in choices for c in configs if c != "matmul"] if args.baseline else []
+    if args.baseline:
+        baseline = dict.fromkeys("robust_eval" if c in ROBUST_EVAL_CONFIGS else c for c in configs if c != "matmul")
+        jobs += [(c, choice, args.baseline.resolve()) for choice in choices for c in baseline]
     runs: dict[tuple[str, str, str], list[dict]] = {}
     for r in range(args.repeats):
         for config, choice, tree in jobs if r % 2 == 0 else jobs[::-1]:
@@ -572,7 +588,7 @@ def main() -> None:
     if typical:
         table["speedup_vs_typical"] = typical["s_per_round"] / table["s_per_round"]
         table["cpu_speedup_vs_typical"] = typical["cpu_s_per_round"] / table["cpu_s_per_round"]
-    single = table[~table["config"].isin(["typical", "eval", "robust_eval", "matmul", "replicas"])]["s_per_round"]
+    single = table[~table["config"].isin(["typical", "eval", *ROBUST_EVAL_CONFIGS, "matmul", "replicas"])]["s_per_round"]
     if (table["config"] == "replicas").any() and len(single):
         together = table["config"] == "replicas"
         table["speedup_vs_sequential"] = float("nan")

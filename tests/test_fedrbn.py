@@ -363,3 +363,37 @@ def test_role_assignment_survives_a_checkpoint(tmp_path):
     sim.store.records[0].role = STANDARD
     sim.store.load_state_dict(state)
     assert sim.store.records[0].role == ADVERSARIAL
+
+
+def test_robust_test_at_the_best_validation_round_gives_the_every_evaluation_numbers(tmp_path):
+    """``adversarial.robust_test=best_val`` attacks no test split during the run and tests the kept
+    best-validation state once at the end: its ``*_at_best_val`` equal those of a run attacking
+    the test splits at every evaluation, exactly. The best round here is not the last (lr 0.3
+    swings the score), so testing the final state instead would give other numbers. The kept state
+    goes through a checkpoint."""
+    setting = FEDRBN + ["val_fraction=0.5", "lr=0.3", f"adversarial.eval_attacks=[{{name:pgd,eps:{8 / 255},steps:2}}]"]
+    every = build_simulation(setting, tmp_path / "every", rounds=3, dtype=torch.float32)
+    expected = every.run()
+    best_row = next(r for r in every.loop.history if r["round"] == expected["best_val_round"])
+    assert expected["best_val_round"] < 3 and best_row["robust_acc"] != every.loop.history[-1]["robust_acc"]
+    deferred = build_simulation(setting + ["adversarial.robust_test=best_val"], tmp_path / "best", rounds=3,
+                                dtype=torch.float32)
+    summary = deferred.run()
+    for key in ("best_val_round", "robust_acc_at_best_val", "clean_acc_at_best_val", "test_acc_at_best_val"):
+        assert summary[key] == expected[key], key
+    assert "final_robust_acc" not in summary
+    assert all("robust_acc" not in row and "val_select" in row for row in deferred.loop.history)
+    assert [r["val_select"] for r in deferred.loop.history] == [r["val_select"] for r in every.loop.history]
+    assert deferred.store.global_state.keys() == every.store.global_state.keys()
+    assert all(torch.equal(deferred.store.global_state[k], every.store.global_state[k]) for k in every.store.global_state)
+    state = deferred.loop.checkpoint_state()  # a resumed run keeps the state it will test
+    deferred.loop.best_selection = None
+    deferred.loop.restore(state)
+    assert deferred.loop.best_round_robust_test() == {"robust_acc_at_best_val": expected["robust_acc_at_best_val"]}
+
+
+def test_robust_test_at_the_best_validation_round_needs_a_validation_split(tmp_path):
+    with pytest.raises(ConfigError, match="adversarial.robust_test=best_val .* val_fraction > 0"):
+        build_simulation(FEDRBN + ["adversarial.robust_test=best_val"], tmp_path, rounds=1, dtype=torch.float32)
+    with pytest.raises(ConfigError, match="adversarial.robust_test='last' is unknown; allowed: every, best_val"):
+        build_simulation(FEDRBN + ["adversarial.robust_test=last"], tmp_path, rounds=1, dtype=torch.float32)

@@ -47,6 +47,7 @@ from fedbn_bench.registry import Registry
 ATTACK_MODES = ("eval", "train")
 PIXEL_SPACES = ("dataset", "model_units")
 TEST_BRANCHES = ("adv", "clean")
+ROBUST_TESTS = ("every", "best_val")
 
 
 def default_eval_attacks() -> list[dict[str, Any]]:
@@ -82,6 +83,10 @@ class AdversarialConfig:
     eval_attacks: list[Any] = field(default_factory=default_eval_attacks)
     """Attacks of the robust evaluation (``eval_attacks.py``); the first gives ``robust_acc``,
     the others ``<label>_acc``."""
+    robust_test: str = "every"
+    """When the test splits are attacked: ``every`` evaluation, or once, at the ``best_val`` round
+    (the state of the best validation score kept, tested at the end: FedRBN's code tests only that
+    checkpoint, App. C.1). ``best_val`` leaves per-round robust columns out and needs a validation split."""
 
 
 class Branches(Protocol):
@@ -157,6 +162,8 @@ class PGDTraining(AdversarialTraining):
             (cfg.replays >= 1, f"adversarial.replays={cfg.replays} is invalid: must be >= 1"),
             (cfg.test_branch in TEST_BRANCHES,
              f"adversarial.test_branch='{cfg.test_branch}' is unknown; allowed: {', '.join(TEST_BRANCHES)}"),
+            (cfg.robust_test in ROBUST_TESTS,
+             f"adversarial.robust_test='{cfg.robust_test}' is unknown; allowed: {', '.join(ROBUST_TESTS)}"),
         ]
         for ok, message in checks:
             if not ok:

@@ -20,6 +20,7 @@ from fedbn_bench.errors import ConfigError
 from fedbn_bench.norms.base import NormMethod
 from fedbn_bench.records.loggers import Logger
 from fedbn_bench.records.run_records import RunRecorder
+from fedbn_bench.records.selection import REPORTED_AT_BEST, SELECTION_KEYS, best_validation
 
 
 class RunLoop:
@@ -36,6 +37,9 @@ class RunLoop:
         self.best, self.last, self.elapsed = -math.inf, {}, 0.0
         self.start = time.perf_counter()
         self.reestimate = reestimates_statistics(settings.eval_statistics, fed.norm)
+        self.best_selection: dict[str, Any] | None = None
+        """With ``evaluator.defers_robust_test``: the score and state (global and clients' local
+        keys) of the best validation evaluation so far, robust-tested by ``finish``."""
         self.train_macs_per_round: float | None = None
         """MACs of one round's local training (FedRBN Tables 2 and 4, ``T``: with one local epoch
         and every user per round, the per-epoch cost), counted by ``torch.utils.flop_counter`` (``flops.py``)
@@ -75,7 +79,8 @@ class RunLoop:
     def finish(self, status: str, failure: dict[str, Any] | None = None) -> dict[str, Any]:
         """Write and log the summary of the run, ended with ``status`` (``failure``: what a failed
         run records of its exception, ``failure_record``)."""
-        summary = {**self.summary(status), **(failure or {})}
+        tested = self.best_round_robust_test() if status in ("completed", "diverged") else {}
+        summary = {**self.summary(status), **tested, **(failure or {})}
         self.recorder.write_summary(summary)
         self.logger.finish(summary)
         return summary
@@ -96,6 +101,8 @@ class RunLoop:
         if reestimate:
             state = {**self.store.global_state, **self.rounds.fresh_statistics(round_number - 1)}
         row = {"round": round_number, **self.s.labels, **self.evaluator.evaluate(state)}
+        if self.evaluator.defers_robust_test:
+            self.keep_if_best_selection(row, state)
         row["train_loss"] = torch.stack(self.pending_losses).mean().item() if self.pending_losses else math.nan
         self.pending_losses = []
         row["lr"] = learning_rate(self.s.lr, self.s.schedule, round_number - 1, self.s.rounds)
@@ -105,11 +112,38 @@ class RunLoop:
         self.logger.log(row, step=round_number)
         return row
 
+    def keep_if_best_selection(self, row: dict[str, float], global_state: dict | None) -> None:
+        """Keep the evaluated state when ``row`` has the best selection score so far (strictly:
+        the earliest round wins ties, as ``records/selection.py`` picks it)."""
+        score = row.get(SELECTION_KEYS[0])
+        if score is None or (self.best_selection is not None and score <= self.best_selection["score"]):
+            return
+        state = self.store.global_state if global_state is None else global_state
+        self.best_selection = {
+            "score": score,
+            "global_state": {k: v.detach().clone() for k, v in state.items()},
+            "client_local": [{k: v.detach().clone() for k, v in local.items()} for local in self.store.client_local],
+        }
+
+    def best_round_robust_test(self) -> dict[str, float]:
+        """The robust columns of the kept best-validation state (``robust_acc_at_best_val`` and
+        each attack's ``<label>_acc_at_best_val``), tested on the full test splits; the store is
+        left as it was. Empty unless robust testing is deferred to that round."""
+        best = self.best_selection
+        if best is None:
+            return {}
+        store = self.store
+        current = store.global_state, store.client_local
+        store.global_state, store.client_local = best["global_state"], best["client_local"]
+        try:
+            row = self.evaluator.evaluate(robust_test=True)
+        finally:
+            store.global_state, store.client_local = current
+        return {f"{column}_at_best_val": row[column] for column in self.evaluator.robust_attacks}
+
     def summary(self, status: str) -> dict[str, Any]:
         """The run's summary; with a validation split also the round of the best ``val_acc`` and
         the test accuracy recorded there, and each robust evaluation's (``records/selection.py``)."""
-        from fedbn_bench.records.selection import REPORTED_AT_BEST, best_validation
-
         last = self.last
         return {
             "status": status,
@@ -147,6 +181,7 @@ class RunLoop:
             "samples_seen": self.rounds.samples_seen,
             "train_seconds": self.train_seconds,
             "train_macs_per_round": self.train_macs_per_round,
+            "best_selection": self.best_selection,
             "rng": rng,
         }
 
@@ -162,6 +197,7 @@ class RunLoop:
         self.best, self.last, self.elapsed = state["best"], state["last"], state["elapsed"]
         self.rounds.samples_seen, self.train_seconds = state["samples_seen"], state["train_seconds"]
         self.train_macs_per_round = state.get("train_macs_per_round")
+        self.best_selection = state.get("best_selection")
         torch.set_rng_state(state["rng"]["torch"].cpu())
         if "cuda" in state["rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])

@@ -51,6 +51,9 @@ class EvalContext:
     client_train: list[torch.Tensor] = field(default_factory=list)
     train_batch_size: int | None = None
     seed: int = 0
+    robust_test: bool = True
+    """Whether the robust evaluation attacks the test splits (``False``: only the validation
+    attacks of the selection score; ``adversarial.robust_test=best_val``)."""
 
     global_test: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
     """Memo of ``global_test_outcomes``."""

@@ -10,7 +10,9 @@ to ``test_acc`` when the run evaluates per user). With a validation split, FedRB
 model-selection score ``val_select``: each user's validation RA if it trains adversarially, else
 its validation SA, averaged over users (FedRBN App. C.1; the code's ``val_acc`` of AT users uses
 the attack), and ``val_robust_acc``, the validation RA of those AT users (the only users whose
-score needs it; the other users' validation data is not attacked).
+score needs it; the other users' validation data is not attacked). Without ``ctx.robust_test``
+(``adversarial.robust_test=best_val``) the test splits are not attacked: only ``clean_acc`` and
+the validation columns.
 
 Cost: the clean accuracies are the per-client ones (``EvalContext.client_evaluation``, computed
 once per evaluation); the attacks run on channels-last batches with channels-last convolution
@@ -51,9 +53,10 @@ class RobustAccuracy(Metric):
         for client in range(len(ctx.client_test)):
             clean.append(ctx.client_evaluation(client, "test")[0])
             ctx.load_client(client)
-            x, y = ctx.client_data(client, "test")
-            for column, attack in ctx.robust_attacks.items():
-                robust[column].append(robust_accuracy(ctx.model, attack, x, y, ctx.batch_size))
+            if ctx.robust_test:
+                x, y = ctx.client_data(client, "test")
+                for column, attack in ctx.robust_attacks.items():
+                    robust[column].append(robust_accuracy(ctx.model, attack, x, y, ctx.batch_size))
             if ctx.has_validation:
                 if bool(ctx.client_role) and ctx.client_role[client] == ADVERSARIAL:
                     val_robust.append(robust_accuracy(ctx.model, ctx.robust_attacks[columns[0]],
@@ -61,11 +64,12 @@ class RobustAccuracy(Metric):
                     select.append(val_robust[-1])
                 else:
                     select.append(ctx.client_evaluation(client, "val")[0])
-        main, per_domain = mean_over_domains(robust[columns[0]], ctx.client_domain)
-        row = {"robust_acc": main, "clean_acc": mean_over_domains(clean, ctx.client_domain)[0],
-               **{f"robust_acc_{domain}": acc for domain, acc in per_domain.items()},
-               **{f"robust_client_acc_{client}": acc for client, acc in enumerate(robust[columns[0]])},
-               **{column: mean_over_domains(robust[column], ctx.client_domain)[0] for column in columns[1:]}}
+        row = {"clean_acc": mean_over_domains(clean, ctx.client_domain)[0]}
+        if ctx.robust_test:
+            main, per_domain = mean_over_domains(robust[columns[0]], ctx.client_domain)
+            row.update({"robust_acc": main, **{f"robust_acc_{domain}": acc for domain, acc in per_domain.items()},
+                        **{f"robust_client_acc_{client}": acc for client, acc in enumerate(robust[columns[0]])},
+                        **{column: mean_over_domains(robust[column], ctx.client_domain)[0] for column in columns[1:]}})
         if select:
             row["val_select"] = sum(select) / len(select)
         if val_robust:

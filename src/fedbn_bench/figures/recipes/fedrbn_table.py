@@ -103,12 +103,14 @@ def figure(job: Job, rows: list[dict]) -> None:
     bars.set_title("best-validation round")
     for run in job.runs:
         rounds, ra = run.curve("robust_acc")
+        if not rounds:  # adversarial.robust_test=best_val: no test RA per round, the AT users' validation RA
+            rounds, ra = run.curve("val_robust_acc")
         if rounds:
             curves.plot(rounds, [100 * v for v in ra], marker="o", label=run.override("experiment/fedrbn/method"))
     curves.set_xlabel("round")
     curves.set_ylabel("robust accuracy (%)")
     curves.legend(fontsize=8)
-    curves.set_title("RA per evaluation")
+    curves.set_title("RA per evaluation (test, or the AT users' validation)")
     fig.tight_layout()
     job.save(fig)
 
