@@ -87,6 +87,7 @@ def test_hbn_lr_search_is_table1_mnist_with_one_row_searched():
     assert cfg.hydra.sweep.dir == "results/hbn/lr_search/runs"
 
 
+@pytest.mark.slow  # three real Optuna trials through run.py (about 15-35 s); the search space is checked above
 def test_optuna_lr_search_runs_three_tiny_trials(tmp_path):
     result = cli("-m", "experiment=hbn/lr_search", "hydra.sweeper.n_trials=3", "debug=default", "rounds=1",
                  "dataset=sklearn_digits", f"hydra.sweep.dir={tmp_path}")

@@ -26,6 +26,7 @@ def test_auto_divides_the_cores_among_the_jobs_at_once():
             resolve_threads(bad, 1, 2)
 
 
+@pytest.mark.slow  # a real joblib sweep of run.py processes (about 25 s); the thread rule has its unit tests above
 def test_a_joblib_job_gets_its_share_and_a_single_run_every_core(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     common = [sys.executable, str(ROOT / "run.py"), "debug=default", "rounds=1", "eval_every=1"]
