@@ -6,8 +6,11 @@ working directory (``--workdir``: their ``log.txt`` and pickled model). Before i
 only what their code cannot express:
 
 * ``sampling.dataLoader.dataLoader``: Fashion-MNIST from ``--data`` (torchvision's files), pixels / 255
-  (``ToTensor()``: no normalisation, no augmentation, what ``dataset=fashion_mnist`` gives us); theirs knows
-  CIFAR-10/100 and Tiny-ImageNet only. ``--train-samples``/``--test-samples`` keep the first N (smoke runs).
+  standardised with the kept training split's mean and population sd, no augmentation: what
+  ``dataset=fashion_mnist`` gives us (``data/__init__.py``, ``normalize_bundle``), as their CIFAR loader
+  normalises with CIFAR's constants. ``--inputs unit`` leaves pixels in [0, 1] (the committed runs before
+  this option, ``results/parity/README.md``). Theirs knows CIFAR-10/100 and Tiny-ImageNet only.
+  ``--train-samples``/``--test-samples`` keep the first N (smoke runs).
 * ``models.Nets.set_sever_net``: THEIR builder (their Simple-CNN and their ``replace_bn_with_*`` for
   ``--model``), after which the first convolution takes 1 channel instead of 3 and the three max-pools round
   up (``ceil_mode``: 28 -> 14 -> 7 -> 4, so their ``view(-1, 1024)`` holds): our ``model=simple_cnn`` on
@@ -76,6 +79,8 @@ def parse() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--test-samples", type=int, default=None, help="keep the first N test images")
     parser.add_argument("--workdir", type=Path, default=None, help="their outputs (default: a temporary folder)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--inputs", choices=("standardized", "unit"), default="standardized",
+                        help="standardized: the training split's mean and sd, as ours; unit: pixels in [0, 1]")
     args, theirs = parser.parse_known_args()
     if args.model not in MODELS[args.main]:
         parser.error(f"--main {args.main} runs --model {' | '.join(MODELS[args.main])}, not {args.model}")
@@ -93,12 +98,15 @@ def their_arguments(theirs: list[str], model: str, cuda: bool) -> list[str]:
     return out
 
 
-def install_fashion_mnist(data_root: Path, train_samples: Optional[int], test_samples: Optional[int]) -> None:
-    """Their ``dataLoader`` returns Fashion-MNIST as 1 x 28 x 28 tensors in [0, 1] (the first N of each split)."""
+def install_fashion_mnist(data_root: Path, train_samples: Optional[int], test_samples: Optional[int],
+                          standardize: bool = True) -> None:
+    """Their ``dataLoader`` returns Fashion-MNIST as 1 x 28 x 28 tensors (the first N of each split), in
+    [0, 1] or, with ``standardize``, standardised with the training split's statistics (ours exactly)."""
     import torch
     import torchvision
 
     import FedBaseline.sampling.dataLoader as loader
+    from fedbn_bench.data import channel_stats
 
     class FashionMNIST(torch.utils.data.Dataset):
         def __init__(self, train: bool, keep: Optional[int]) -> None:
@@ -114,6 +122,10 @@ def install_fashion_mnist(data_root: Path, train_samples: Optional[int], test_sa
 
     def load(args: argparse.Namespace) -> tuple[FashionMNIST, FashionMNIST]:
         train, test = FashionMNIST(True, train_samples), FashionMNIST(False, test_samples)
+        if standardize:
+            mean, std = channel_stats(train.x)
+            for split in (train, test):
+                split.x = ((split.x - mean.view(1, -1, 1, 1)) / std.view(1, -1, 1, 1)).to(torch.float32)
         print(f"Dataset:  fashion_mnist (parity wrapper), train/test {len(train)} / {len(test)}")
         return train, test
 
@@ -161,7 +173,7 @@ def main() -> None:
     sys.argv = [str(script), *theirs]
     import FedBaseline.options.options  # noqa: F401  (seeds 42 on import)
 
-    install_fashion_mnist(args.data.resolve(), args.train_samples, args.test_samples)
+    install_fashion_mnist(args.data.resolve(), args.train_samples, args.test_samples, args.inputs == "standardized")
     install_model()
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
@@ -179,7 +191,8 @@ def main() -> None:
     finally:
         config = {"implementation": f"HybridBN {script.name}", "code": "github:Hongyao-Chen/HybridBN",
                   "commit": args.commit, "seed": args.seed, "arguments": theirs, "dataset": "fashion_mnist",
-                  "train_samples": args.train_samples, "test_samples": args.test_samples, "model": "simple_cnn",
+                  "train_samples": args.train_samples, "test_samples": args.test_samples, "inputs": args.inputs,
+                  "model": "simple_cnn",
                   "norm": {"name": MODELS[args.main][args.model]}, "threads": args.threads,
                   "wall_time_s": round(time.time() - start, 1)}
         summary = write_hybridbn_record(record, tee.copy.getvalue(), config, finished)
