@@ -166,16 +166,17 @@ CLAIMS: list[Claim] = [
         {"authors' code": None, "fedbn-bench": None},
         "Fashion-MNIST, Simple-CNN (1 input channel), FedAvg (one epoch, B = 4, lr 0.01 × 0.998 per round, "
         "momentum 0.9, clip 10), 10 clients all participating, per-class Dirichlet α = 0.1 without a minimum size, "
-        "2 rounds (each about 15,000 local steps of B = 4); the authors' script run unmodified from a scratch "
-        "directory (scripts/parity/README.md)",
+        "2 rounds (each about 15,000 local steps of B = 4), inputs standardised with the training split's mean and sd "
+        "on both sides; the authors' script run unmodified from a scratch directory (scripts/parity/README.md)",
         "fbn/parity_hbn_code",
         {"authors' code": Quantity(f"{PARITY}/authors", {}), "fedbn-bench": Quantity(f"{PARITY}/runs", {})},
         (Check("fedbn-bench", "authors' code", "within", 3.0,
                "the same algorithm: equal within seed noise (this file's 3 points for a tie)"),),
         seeds=3,
-        diagnosis="The gap (ours 59.6 ± 6.3, theirs 55.7 ± 9.2, 3.9 points) is well inside seed noise: its "
-                  "standard error over 3 + 3 seeds is 6.5 points (Welch t = 0.61), and after round 1 it is 8.4 ± 7.0 "
-                  "(t = 1.19). After two rounds of FedAvg under Dirichlet α = 0.1 the seeds spread by 6-9 points "
+        diagnosis="The gap (ours 59.6 ± 6.3, theirs 57.5 ± 10.4, 2.1 points) is well inside seed noise: its "
+                  "standard error over 3 + 3 seeds is 7.0 points (Welch t = 0.30). Their runs are those of "
+                  "2026-11-25 with standardised inputs as ours (the first ones had pixels in [0, 1]: 55.7 ± 9.2, "
+                  "results/parity/README.md). After two rounds of FedAvg under Dirichlet α = 0.1 the seeds spread by 6-9 points "
                   "(partition draw, client order), so 3 seeds cannot resolve a 3-point tie; neither side shows a "
                   "systematic difference. Resolving 3 points at this spread takes about 40 seeds per side or a run "
                   "long enough for the seeds to converge (each round of their script is about 15,000 steps of B = 4).",
