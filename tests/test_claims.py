@@ -14,9 +14,9 @@ from omegaconf import OmegaConf
 
 from conftest import CONF
 from fedbn_bench.figures.claims import CLAIMS
-from fedbn_bench.figures.claims.base import FAILS, HOLDS, NOT_RUN, Check, Claim, Quantity, judge
+from fedbn_bench.figures.claims.base import FAILS, HOLDS, NOT_RUN, Check, Claim, Measured, Quantity, judge
 from fedbn_bench.figures.claims.cli import main
-from fedbn_bench.figures.claims.report import BEGIN, END, anchor, claims_md, readme_table, replace_block
+from fedbn_bench.figures.claims.report import BEGIN, END, anchor, claims_md, ours, readme_table, replace_block
 
 ROOT = CONF.parent
 RUNS = "results/toy_claim/runs"
@@ -148,3 +148,9 @@ def test_readme_block_is_replaced_and_markers_are_required(tmp_path):
     with pytest.raises(ValueError, match="markers"):
         replace_block("no markers", readme_table(verdicts))
     assert f"### {claim.id}" in claims_md(verdicts) and anchor("fbn/fig3a_x-y") == "fbnfig3a_x-y"
+
+
+def test_ours_shows_a_loss_below_one_to_three_decimals_and_accuracies_to_one():
+    assert ours(Measured([88.0, 90.0])) == "89.0 ± 1.4 (n=2)"
+    assert ours(Measured([0.9, 0.91])) == "0.905 ± 0.007 (n=2)"
+    assert ours(Measured()) == "–"

@@ -29,10 +29,8 @@ def options(group: str) -> list[str]:
 
 
 @pytest.mark.parametrize("norm", options("norm"))
-@pytest.mark.parametrize("algo", options("algo"))
-def test_norm_and_algo_build(norm, algo):
-    cfg = compose_config([f"norm={norm}", f"algo={algo}"])
-    method, algorithm = build_norm(cfg.norm), build_algorithm(cfg.algo)
+def test_every_norm_builds_and_its_statistics_name_the_model_layers(norm):
+    method = build_norm(compose_config([f"norm={norm}"]).norm)
     model = build_model("fbn_cnn", method.norm_layer, (1, 8, 8), 10)
     x = torch.randn(4, 1, 8, 8)
     if method.statistics_before_training:
@@ -44,7 +42,12 @@ def test_norm_and_algo_build(norm, algo):
         stats = method.client_statistics(model, 4)
     assert {name.split(":")[0] for name in stats} <= {name for name, _ in model.named_modules()}  # ":adv": dual BN
     assert all(bool((s.var >= 0).all()) for s in stats.values())
-    assert algorithm.cfg.lr == cfg.lr
+
+
+@pytest.mark.parametrize("algo", options("algo"))
+def test_every_algo_builds_with_the_runs_learning_rate(algo):
+    cfg = compose_config([f"algo={algo}", "lr=0.3"])
+    assert build_algorithm(cfg.algo).cfg.lr == 0.3
 
 
 def test_aliases_are_interpolated_into_groups():

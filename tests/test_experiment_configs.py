@@ -3,12 +3,11 @@ each value of each experiment's sweep, and the experiments pass ``validate_confi
 
 A sweep value of a plain key (``seed``, ``lr``, ``gamma``, ...) is set on the experiment's composed
 config (``OmegaConf.update``, which type-checks it against the schema as Hydra does); a value that
-selects a config group or adds/removes a key is composed by Hydra. The experiment is composed once
-(Hydra's compose is about 0.14 s, and there are hundreds of such values)."""
+selects a config group or adds/removes a key is composed by Hydra, in the default run in the first
+sweep that has it and in every other sweep under ``-m slow``. The experiment is composed once
+(``compose_config`` composes once per worker and copies; there are hundreds of such values). A sweep's
+value files are composed in their sweep, not on their own."""
 from __future__ import annotations
-
-import copy
-import functools
 
 import pytest
 import yaml
@@ -59,21 +58,46 @@ def test_every_group_option_composes(group, option):
     validate_config(cfg)
 
 
-@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def sweep_value_files() -> set[str]:
+    """The experiment files that are a sweep's values (``+experiment/<paper>/method=fatbn``): each is
+    composed inside its preset by ``test_every_sweep_value_composes_and_validates``."""
+    files = set()
+    for experiment, override in sweep_overrides():
+        key, value = override.split("=", 1)
+        group = key.lstrip("+~")
+        if group.startswith("experiment/"):
+            files.add(f"{group.removeprefix('experiment/')}/{value}")
+    return files
+
+
+@pytest.mark.parametrize("experiment", sorted(set(EXPERIMENTS) - sweep_value_files()))
 def test_every_experiment_composes_and_validates(experiment):
+    """Each preset and shared setting file on its own (a sweep's value files are composed in their sweep)."""
     validate_config(compose_config([f"experiment={experiment}"]))
 
 
-@functools.lru_cache(maxsize=None)
-def composed_experiment(experiment: str, constants: tuple[str, ...] = ()):
-    return compose_config([f"experiment={experiment}", *constants])
+def test_every_sweep_value_file_is_an_experiment_file():
+    assert sweep_value_files() <= set(EXPERIMENTS)
 
 
 def selects_a_group(key: str) -> bool:
     return key[0] in "+~" or (CONF / key).is_dir()
 
 
-@pytest.mark.parametrize("experiment, override", sweep_overrides())
+def sweep_value_cases() -> list:
+    """``sweep_overrides``, a value that selects a group in the default run only in the first sweep that has
+    it (218 of 556 such compositions; the same method file in every FedRBN preset): the others under
+    ``-m slow``, where ``test_preset_sweeps`` also composes every job of every sweep."""
+    seen: set[str] = set()
+    cases = []
+    for experiment, override in sweep_overrides():
+        again = selects_a_group(override.split("=", 1)[0]) and override in seen
+        seen.add(override)
+        cases.append(pytest.param(experiment, override, marks=pytest.mark.slow) if again else (experiment, override))
+    return cases
+
+
+@pytest.mark.parametrize("experiment, override", sweep_value_cases())
 def test_every_sweep_value_composes_and_validates(experiment, override):
     """Each value with the sweep's constants, as a run of the sweep gets it."""
     key, value = override.split("=", 1)
@@ -81,7 +105,7 @@ def test_every_sweep_value_composes_and_validates(experiment, override):
         others = [c for c in sweep_constants(experiment) if c != override]
         cfg = compose_config([f"experiment={experiment}", override, *others])
     else:
-        cfg = copy.deepcopy(composed_experiment(experiment, sweep_constants(experiment)))
+        cfg = compose_config([f"experiment={experiment}", *sweep_constants(experiment)])
         OmegaConf.update(cfg, key, yaml.safe_load(value), merge=False)
     validate_config(cfg)
     build_norm(cfg.norm)  # the checks their constructors make before any training
@@ -90,7 +114,7 @@ def test_every_sweep_value_composes_and_validates(experiment, override):
 
 def test_a_plain_sweep_value_is_checked_like_a_composed_one():
     """The shortcut above refuses what Hydra refuses: a wrong type and an invalid value."""
-    cfg = copy.deepcopy(composed_experiment("fbn/fig3a"))
+    cfg = compose_config(["experiment=fbn/fig3a"])
     with pytest.raises(Exception, match="seed"):
         OmegaConf.update(cfg, "seed", "not-a-number", merge=False)
     OmegaConf.update(cfg, "rounds", 0, merge=False)

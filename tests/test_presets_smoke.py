@@ -88,6 +88,9 @@ def smoke_env(preset: str, tmp: Path) -> dict[str, str]:
 def smoke_overrides(preset: str, tmp: Path) -> list[str]:
     """The command-line overrides of the preset's smoke run (``run.py -m`` arguments after the preset)."""
     overrides, cfg = scaled(preset)
+    # a sweep value file may set some smoke keys again (FixBN's epochs/*: rounds, eval_every; a method file
+    # switching /algo: local_steps); the smoke run names those on the command line
+    assert {k: OmegaConf.select(cfg, k) for k in SMOKE_KEYS} == SMOKE_KEYS
     overrides = list(overrides)
     if not has_files(cfg, ROOT):
         # fixture data is a few thousand samples: fewer clients where the preset's would get less
@@ -118,10 +121,6 @@ def test_smoke_scale_shrinks_the_preset(preset):
     small = compose_config([f"experiment={preset}", "scale=smoke"])
     assert {k: OmegaConf.select(small, k) for k in SMOKE_KEYS} == SMOKE_KEYS
     assert small.logger.name == "none"
-    # a sweep value file may set some of them again (FixBN's epochs/*: rounds, eval_every; a method file
-    # switching /algo: local_steps); the smoke run names those on the command line
-    overrides, cfg = scaled(preset)
-    assert {k: OmegaConf.select(cfg, k) for k in SMOKE_KEYS} == SMOKE_KEYS
 
 
 def test_smoke_scale_keeps_the_federation():

@@ -30,9 +30,11 @@ def chart_path(verdict: Verdict) -> str:
 
 
 def ours(m: Measured) -> str:
+    """``mean ± sd (n=k)``, to one decimal, or three where the mean is below 1 (a loss, a ratio)."""
     if not m.values:
         return "–"
-    text = cell(m.mean, 1) if len(m.values) == 1 else f"{cell(m.mean, 1)} ± {cell(m.sd, 1)}"
+    digits = 1 if abs(m.mean) >= 1 else 3
+    text = cell(m.mean, digits) if len(m.values) == 1 else f"{cell(m.mean, digits)} ± {cell(m.sd, digits)}"
     return f"{text} (n={len(m.values)})"
 
 
