@@ -20,7 +20,7 @@ from fedbn_bench.errors import ConfigError
 from fedbn_bench.norms.base import NormMethod
 from fedbn_bench.records.loggers import Logger
 from fedbn_bench.records.run_records import RunRecorder
-from fedbn_bench.records.selection import REPORTED_AT_BEST, SELECTION_KEYS, best_validation
+from fedbn_bench.records.selection import REPORTED_AT_BEST, best_validation, selection_key
 
 
 class RunLoop:
@@ -114,8 +114,9 @@ class RunLoop:
 
     def keep_if_best_selection(self, row: dict[str, float], global_state: dict | None) -> None:
         """Keep the evaluated state when ``row`` has the best selection score so far (strictly:
-        the earliest round wins ties, as ``records/selection.py`` picks it)."""
-        score = row.get(SELECTION_KEYS[0])
+        the earliest round wins ties, on the score ``records/selection.py`` picks by)."""
+        key = selection_key([row])
+        score = row[key] if key else None
         if score is None or (self.best_selection is not None and score <= self.best_selection["score"]):
             return
         state = self.store.global_state if global_state is None else global_state

@@ -13,12 +13,17 @@ SELECTION_KEYS = ("val_select", "val_acc")
 REPORTED_AT_BEST = ("test_acc", "robust_acc", "clean_acc")
 
 
+def selection_key(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The preferred ``SELECTION_KEYS`` entry that some row has; ``None`` without a validation score."""
+    return next((k for k in SELECTION_KEYS if any(k in row for row in rows)), None)
+
+
 def best_validation(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] = REPORTED_AT_BEST) -> dict[str, Any]:
     """``{"best_val_round", "<column>_at_best_val"...}`` of the row with the highest validation
     score (``SELECTION_KEYS``) for the ``columns`` it has (the run loop adds its evaluation attacks'
     ``<label>_acc``: FedRBN Table 3 reports every attack at the best validation round, App. C.1);
     empty when no row has a score (the run has no validation split)."""
-    key = next((k for k in SELECTION_KEYS if any(k in row for row in rows)), None)
+    key = selection_key(rows)
     best = None
     for row in rows:
         if key in row and (best is None or row[key] > best[key]):
