@@ -109,9 +109,9 @@ def table11(rival: str) -> Claim:
         diagnosis=TABLE11_DIAGNOSIS[rival], full_scale=FULL.format("table11"))
 
 
-def at_e(method: str, epochs: int, metric: str = FINAL) -> Quantity:
-    """A method's runs at E local epochs: accuracy in percent, a loss as it is."""
-    return Quantity(FIG4A, {METHOD: method, "algo.local_epochs": epochs}, metric, 1.0 if "loss" in metric else 100.0)
+def at_e(method: str, epochs: int, metric: str = FINAL, scale: float = 100.0) -> Quantity:
+    """A method's runs at E local epochs (``scale`` 1 for a loss, as Fig. 9's quantities)."""
+    return Quantity(FIG4A, {METHOD: method, "algo.local_epochs": epochs}, metric, scale)
 
 
 def size(method: str, percent: float) -> Quantity:
@@ -160,8 +160,8 @@ CLAIMS: list[Claim] = [
         SETTING + ", evaluated every round; training loss = the mean loss of a round's local steps (train_loss); "
         "mean loss = its mean over the 100 rounds, rises = the sum of its increases from round to round",
         "fedbn/fig3_digits",
-        {"FedBN mean loss": at_e("fedbn", 1, "mean:train_loss"), "FedAvg mean loss": at_e("fedavg", 1, "mean:train_loss"),
-         "FedBN rises": at_e("fedbn", 1, "rises:train_loss"), "FedAvg rises": at_e("fedavg", 1, "rises:train_loss")},
+        {f"{m} {label}": at_e(METHODS[m], 1, f"{kind}:train_loss", 1.0)
+         for label, kind in (("mean loss", "mean"), ("rises", "rises")) for m in ("FedBN", "FedAvg")},
         (Check("FedBN mean loss", "FedAvg mean loss", "at_most", 0.0, "paper: curves only; FedBN's lower"),
          Check("FedBN rises", "FedAvg rises", "at_most", 0.0, "paper: curves only; FedBN's smoother")),
         seeds=3, diagnosis=FIG3_DIAGNOSIS, full_scale=FULL.format("fig3")),
