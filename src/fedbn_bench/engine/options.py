@@ -4,7 +4,9 @@
 (``engine=loop`` only: functorch's vmap cannot batch channels-last tensors). The numbers are the
 same up to float32 rounding (tests/test_engine_equivalence.py). On the 2-core benchmark CPU it
 gave no consistent gain: 0.99x, 1.13x and 0.88x the plain loop's speed on the three presets of
-results/bench (within that machine's run-to-run noise), hence off by default.
+results/bench (within that machine's run-to-run noise), hence off by default. On the later AMD EPYC
+machine it gave 1.73x on hbn_cifar10 and 1.51x on fedrbn_digits (Simple-CNN, B = 32; results/bench/README.md),
+so the FedRBN Digits presets switch it on (conf/experiment/fedrbn/base/digits.yaml).
 
 Measured and left out: ``torch.compile`` of the model on CPU (about 100 s of compilation for a
 1.25x faster Simple-CNN step); bfloat16 autocast on CPU (slower on a CPU without bf16 kernels,
