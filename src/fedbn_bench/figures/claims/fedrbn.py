@@ -98,8 +98,9 @@ FATBN_DIAGNOSIS = (
     "cost FATAvg less there). Measured on the stand-in (3 seeds): the same mechanism. At the selected round FATAvg's "
     "clean accuracy on svhn_like, the inverted domain, was 53.9, 64.3 and 70.4 % against 89.9-95.0 % for FATBN, "
     "while both are at 90.6-94.9 % on mnist; FATProx (53.9, 64.3, 70.4) and FATAvg+DBN (64.6-76.4), whose BN is "
-    "averaged too, lose there as well. Every one of these runs selected its last round (100) with the AT users' validation RA "
-    "still rising: FATBN 37.8-39.1 → 48.0-48.7 over its last 30 rounds, FATAvg 29.6-30.9 → 33.8-34.7.")
+    "averaged too, lose there as well. Every one of these runs selected its last round (100) with the AT users' "
+    "validation RA still rising: FATBN 37.8-39.1 → 48.0-48.7 over its last 30 rounds, FATAvg 29.6-30.9 → "
+    "33.8-34.7.")
 
 FIG6_LAMBDA_DIAGNOSIS = (
     "The order holds in every seed, the size does not: λ = 1 over λ = 0.5 by +0.2, +1.8 and +1.4 RA points (seeds "
@@ -137,11 +138,11 @@ TABLE1_COS_DIAGNOSIS = (
     "With every AT user in one domain the cosine weights are nearly uniform, so the two rows train almost alike: "
     "the 5 source users share mnist's statistics, and a softmax at temperature 0.01 (FedRBN's code, "
     "federated/aggregation.py, as ours) over near-equal similarities is near 1/5 each. At λ = 0, where propagation "
-    "acts only at test, the RA is the same to four digits (33.06 both); at λ = 0.5 their training losses differ in the fourth "
-    "digit, the SA is 83.8 both, and the RA 49.8 against 49.7. Where the sources span domains (20 %, λ = 0.5, not "
-    "declared) cosine is ahead, 50.2 against 47.6. Not measured: the weights themselves (the run does not record "
-    "them), and how the paper's uniform row reaches 7 points less with its AT users in one domain as well. One "
-    "seed.")
+    "acts only at test, the RA is the same to four digits (33.06 both); at λ = 0.5 their training losses differ in "
+    "the fourth digit, the SA is 83.8 both, and the RA 49.8 against 49.7. Where the sources span domains (20 %, "
+    "λ = 0.5, not declared) cosine is ahead, 50.2 against 47.6. Not measured: the weights themselves (the run does "
+    "not record them), and how the paper's uniform row reaches 7 points less with its AT users in one domain as "
+    "well. One seed.")
 
 FIG3A_AT_DOMAIN_DIAGNOSIS = (
     "With the AT user in mnist FedRBN's RA (46.0) is the second best of the five, not the worst; svhn_like gives the "
