@@ -167,13 +167,13 @@ TABLE4_DIAGNOSIS = (
     "with every user adversarially trained, have more steps to spend. One seed.")
 
 TABLE7_DIAGNOSIS = (
-    "Holds in four of the five cells (FedRBN over FATBN: B = 10, E = 1 62.3 vs 51.6; E = 4 63.8 vs 51.4; E = 8 63.9 vs"
-    " 49.6; B = 50 44.6 vs 32.5) and fails at B = 100, where both runs are barely trained: a user's 150 training "
-    "images make one SGD step a round (150 // 100, the rest dropped), 100 in the 100 rounds at lr 1e-2 without "
-    "momentum. The training loss is still 1.82 (FedRBN) and 1.70 (FATBN) at round 100 (chance: 2.30), SA 66.3 and "
-    "71.1, the AT users' validation RA rising 7.3 -> 15.7 (FedRBN) and 8.4 -> 17.5 (FATBN) over the last 30 rounds, "
-    "and both test RAs are 9.9, chance. The paper trains 300 rounds of 111 images per user, at least 300 steps at B = "
-    "100. One seed.")
+    "Holds in four of the five cells (FedRBN over FATBN: B = 10, E = 1 62.3 vs 51.6; E = 4 63.8 vs 51.4; E = 8 "
+    "63.9 vs 49.6; B = 50 44.6 vs 32.5) and fails at B = 100, where both runs are barely trained: a user's 150 "
+    "training images make one SGD step a round (150 // 100, the rest dropped), 100 in the 100 rounds at lr 1e-2 "
+    "without momentum. The training loss is still 1.82 (FedRBN) and 1.70 (FATBN) at round 100 (chance: 2.30), SA "
+    "66.3 and 71.1, the AT users' validation RA rising 7.3 -> 15.7 (FedRBN) and 8.4 -> 17.5 (FATBN) over the last "
+    "30 rounds, and both test RAs are 9.9, chance. The paper trains 300 rounds of 111 images per user, at least 300 "
+    "steps at B = 100. One seed.")
 
 CLAIMS: list[Claim] = [
     Claim(
