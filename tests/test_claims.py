@@ -144,7 +144,7 @@ def test_readme_block_is_replaced_and_markers_are_required(tmp_path):
     text = f"intro\n{BEGIN}\nold\n{END}\noutro\n"
     new = replace_block(text, readme_table(verdicts))
     assert new.startswith("intro\n") and new.endswith("\noutro\n") and "old" not in new
-    assert "[toy](results/CLAIMS.md#fbntoy)" in new and "not run" in new
+    assert "[toy](../results/CLAIMS.md#fbntoy)" in new and "not run" in new
     with pytest.raises(ValueError, match="markers"):
         replace_block("no markers", readme_table(verdicts))
     assert f"### {claim.id}" in claims_md(verdicts) and anchor("fbn/fig3a_x-y") == "fbnfig3a_x-y"
