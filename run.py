@@ -9,13 +9,14 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from fedbn_bench.cli import UserError, missing_launcher, register_schemas
+from fedbn_bench.cli import UserError, command_line_error, help_text, register_schemas
 from fedbn_bench.engine.run_loop import failure_record
 from fedbn_bench.engine.threads import available_cores
 from fedbn_bench.records.run_records import RunRecorder, summary_line
 from fedbn_bench.runner import run_experiment
 
 register_schemas()
+CONF = Path(__file__).resolve().parent / "conf"
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -54,7 +55,10 @@ def jobs_at_once(hydra_cfg) -> int:
 
 
 if __name__ == "__main__":
-    if (launcher_error := missing_launcher(sys.argv[1:])) is not None:
-        print(f"error: {launcher_error}", file=sys.stderr)
+    if {"--help", "-h"} & set(sys.argv[1:]):
+        print(help_text(CONF))
+        sys.exit(0)
+    if (argv_error := command_line_error(sys.argv[1:], CONF)) is not None:
+        print(f"error: {argv_error}", file=sys.stderr)
         sys.exit(2)
     main()

@@ -1,14 +1,18 @@
-"""What ``run.py`` needs besides the runner: schema registration, the user-facing error, and the
-check that a launcher chosen on the command line has its Hydra plugin installed."""
+"""What ``run.py`` needs besides the runner: schema registration, the user-facing error, ``--help``,
+and the checks of the command line Hydra does not make well (a launcher's plugin is installed, a
+group's choice exists)."""
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 from typing import Optional, Sequence
 
+from fedbn_bench.config.choices import unknown_choice
+from fedbn_bench.config.help import help_text
 from fedbn_bench.config.schema import register_schemas
 from fedbn_bench.errors import UserError
 
-__all__ = ["UserError", "missing_launcher", "register_schemas"]
+__all__ = ["UserError", "command_line_error", "help_text", "missing_launcher", "register_schemas"]
 
 LAUNCHER_PLUGINS = {
     "ray_cluster": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher"),
@@ -29,3 +33,8 @@ def missing_launcher(argv: Sequence[str]) -> Optional[str]:
         if importlib.util.find_spec(module) is None:
             return f"hydra/launcher={name} needs the Hydra plugin `{package}`, which is not installed: pip install {package}"
     return None
+
+
+def command_line_error(argv: Sequence[str], conf_dir: Path) -> Optional[str]:
+    """The one-line error for the command line before Hydra parses it (``None`` when it is fine)."""
+    return missing_launcher(argv) or unknown_choice(argv, conf_dir)

@@ -4,12 +4,15 @@ Each failure raises ``ConfigError`` naming the key and what is allowed, before d
 """
 from __future__ import annotations
 
+import difflib
 import logging
+from dataclasses import fields
 from typing import Any
 
 from omegaconf import OmegaConf
 
 from fedbn_bench.algorithms.schedules import validate_schedule
+from fedbn_bench.config.schema import Config
 from fedbn_bench.engine.run_loop import EVAL_STATISTICS
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.partition.dirichlet import SCHEMES
@@ -31,8 +34,24 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+def nearest(word: str, choices: list[str]) -> str:
+    """`` did you mean `x`?`` for the choices closest to ``word`` (empty when none is close)."""
+    close = difflib.get_close_matches(word, choices, n=3, cutoff=0.5)
+    return f" Did you mean {' or '.join(f'`{c}`' for c in close)}?" if close else ""
+
+
+def check_known_keys(cfg: Any) -> None:
+    """Every top-level key of ``cfg`` is a key of the schema (``Config``): Hydra lets ``+key=value``
+    add any key, and a misspelt ``+nrom=fbn`` would otherwise run the default norm."""
+    legal = [f.name for f in fields(Config)]
+    for key in cfg:
+        _require(key in legal, f"unknown key `{key}` (added with `+{key}=...`).{nearest(key, legal)} "
+                 "`python run.py --help` lists the groups and keys")
+
+
 def validate_config(cfg: Any) -> None:
     """Raise ``ConfigError`` for the first invalid value of ``cfg``."""
+    check_known_keys(cfg)
     p = cfg.partition
     # the aliases are checked whichever partition reads them: a value no partition can mean is refused
     _require(cfg.alpha > 0, f"alpha={cfg.alpha} is invalid: the Dirichlet concentration `alpha` must be > 0")

@@ -1,0 +1,75 @@
+"""A newcomer's mistakes on the command line: each one is one ``error:`` line that names the
+nearest legal choice, exit status 2, before anything is trained; ``--help`` shows the app's groups."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CONF, ROOT, compose_config
+from fedbn_bench.config.choices import public_groups, unknown_choice, user_choices
+from fedbn_bench.config.help import GROUPS, help_text
+from fedbn_bench.errors import ConfigError
+from fedbn_bench.runner import run_experiment
+
+
+def cli(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "HYDRA_FULL_ERROR": "0",
+                                            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])})
+
+
+def test_a_misspelt_key_added_with_plus_is_refused_naming_the_key(tmp_path):
+    with pytest.raises(ConfigError, match="unknown key `nrom`.*Did you mean `norm`"):
+        run_experiment(compose_config(["+nrom=fbn", "rounds=1"]), tmp_path / "run")
+    assert not list(tmp_path.rglob("metrics.csv"))
+
+
+def test_plus_key_from_the_command_line_exits_2_with_one_line(tmp_path):
+    result = cli("+nrom=fbn", "rounds=1", "logger=none", f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: unknown key `nrom` (added with `+nrom=...`). Did you mean `norm`? "
+        "`python run.py --help` lists the groups and keys"]
+    assert not list(tmp_path.rglob("metrics.csv"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["experiment=fbn/fig3a_fmnst"], "experiment=fbn/fig3a_fmnst is not an option of `experiment` (conf/experiment/). "
+                                     "Did you mean `fbn/fig3a_fmnist`"),
+    (["-m", "norm=bn,fnb"], "norm=fnb is not an option of `norm` (conf/norm/). Did you mean `fbn`"),
+    (["dataset=fmnist"], "Did you mean `mnist` or `fashion_mnist`?"),
+    (["norm=batchnorm"], "Choices: bn, dbn, fbn, fedbn, fedfn, fedrbn, fixbn, gn, hbn, in, ln, none."),
+])
+def test_a_misspelt_choice_names_the_nearest_choices(argv, message):
+    assert message in unknown_choice(argv, CONF)
+
+
+@pytest.mark.parametrize("argv", [
+    ["norm=bn", "experiment=fbn/fig3a", "preset=null"], ["+experiment/hbn/table1_method=gn"], ["-m", "norm=bn,fbn"],
+    ["norm=choice(bn,fbn)"], ["dataset.root=/x"], ["hydra/launcher=joblib"],
+])
+def test_existing_choices_and_sweep_syntax_pass(argv):
+    assert unknown_choice(argv, CONF) is None
+
+
+def test_a_misspelt_preset_from_the_command_line_exits_2_with_one_line(tmp_path):
+    result = cli("experiment=fbn/fig3a_fmnst", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["error: " + unknown_choice(["experiment=fbn/fig3a_fmnst"], CONF)]
+    assert not list(tmp_path.iterdir())
+
+
+def test_help_describes_the_app_and_its_groups_without_internals():
+    result = cli("--help")
+    assert result.returncode == 0 and result.stdout.strip() == help_text(CONF).strip()
+    text = result.stdout
+    assert text.startswith("fedbn-bench: simulate federated learning")
+    assert set(public_groups(CONF)) == set(GROUPS)  # every group described, no description left over
+    for group in GROUPS:
+        assert f"  {group}: {GROUPS[group]}" in text
+    for internal in ("schema/", "/base", "_method", "byzantine_scenario", "hydra/"):
+        assert internal not in text
+    assert "fbn/fig3a_fmnist" in text and "fbn/base/fmnist" not in user_choices(CONF, "experiment")
