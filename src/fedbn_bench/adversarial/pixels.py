@@ -5,7 +5,7 @@ and clip to the image box in pixels, and the model sees the normalized perturbed
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -16,6 +16,9 @@ class PixelSpace:
 
     mean: torch.Tensor
     std: torch.Tensor
+    _converted: dict = field(default_factory=dict, init=False, repr=False)
+    """``mean``/``std`` already moved to an input's (device, dtype): an attack step then copies
+    nothing from the host (on a GPU each copy would synchronise)."""
 
     def to_pixels(self, x: torch.Tensor) -> torch.Tensor:
         """Pixels of the model input ``x`` (``(N, C, ...)``, statistics broadcast over dim 1)."""
@@ -25,12 +28,12 @@ class PixelSpace:
         """The model input of the pixels ``p``: ``(p - mean) / std``."""
         return (p - self._along(self.mean, p)) / self._along(self.std, p)
 
-    @staticmethod
-    def _along(stat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        stat = stat.to(x)
-        if stat.dim() == 0:
-            return stat
-        return stat.reshape((1, -1) + (1,) * (x.dim() - 2))
+    def _along(self, stat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        key = (id(stat), x.device, x.dtype, x.dim())
+        if key not in self._converted:
+            moved = stat.to(x)
+            self._converted[key] = moved if moved.dim() == 0 else moved.reshape((1, -1) + (1,) * (x.dim() - 2))
+        return self._converted[key]
 
     @classmethod
     def of(cls, mean: torch.Tensor | None, std: torch.Tensor | None, channels: int) -> "PixelSpace":

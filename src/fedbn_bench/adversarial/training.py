@@ -109,7 +109,7 @@ class AdversarialTraining:
 
     config_class: type = AdversarialConfig
     active = False
-    """Whether any loss differs from the algorithm's (then training runs on ``engine=loop``)."""
+    """Whether any loss differs from the algorithm's (then each user role's objective is the loss)."""
 
     def __init__(self, cfg: Any, space: PixelSpace) -> None:
         self.cfg, self.space = cfg, space
@@ -278,13 +278,16 @@ class FreeTraining(PGDTraining):
 
 def clipped_term(term: torch.Tensor, model: nn.Module, max_norm: Optional[float]) -> torch.Tensor:
     """A loss with ``term``'s value whose gradient is ``term``'s gradient w.r.t. the model's
-    parameters clipped to total norm ``max_norm`` (``torch.nn.utils.clip_grad_norm_``'s rule)."""
+    parameters clipped to total norm ``max_norm`` (``torch.nn.utils.clip_grad_norm_``'s rule).
+    ``term`` may hold one value per client of a stack (shape ``(n,)``, parameters with a leading
+    client axis): each client's gradient is clipped by its own norm."""
     if max_norm is None:
         return term
+    lead = term.dim()
     params = [p for p in model.parameters() if p.requires_grad]
-    grads = torch.autograd.grad(term, params, retain_graph=False, allow_unused=True)
+    grads = torch.autograd.grad(term.sum(), params, retain_graph=False, allow_unused=True)
     pairs = [(p, g) for p, g in zip(params, grads) if g is not None]
-    norm = total_norm({str(i): g for i, (_, g) in enumerate(pairs)}, 0)
-    scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
-    surrogate = sum((p * (g * scale).detach()).sum() for p, g in pairs)
+    scale = (max_norm / (total_norm({str(i): g for i, (_, g) in enumerate(pairs)}, lead) + 1e-6)).clamp(max=1.0)
+    surrogate = sum((p * (g * scale.view(scale.shape + (1,) * (g.dim() - lead))).detach()).flatten(lead).sum(-1)
+                    for p, g in pairs)
     return term.detach() + surrogate - surrogate.detach()

@@ -73,8 +73,6 @@ def select_engine(
 
 def unsupported_reason(backend: str, fed: Federation) -> Optional[str]:
     """Why ``backend`` (``vmap`` or ``packed``) cannot run this federation, or ``None``."""
-    if fed.adversarial is not None and fed.adversarial.active:
-        return "adversarial training (attacks and per-role losses) runs on loop"
     reason = stack_unsupported_reason(fed.norm, fed.algo, fed.model, backend)
     if reason or backend == "vmap":
         return reason

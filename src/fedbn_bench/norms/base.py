@@ -95,14 +95,18 @@ class NormMethod:
     def no_statistics_update(self, model: nn.Module) -> Iterator[None]:
         """Forward passes inside leave every buffer (running statistics, counters) as it was:
         for passes that must not count as training data (MOON's extra models, SAM's second pass,
-        PGD's attack steps)."""
+        PGD's attack steps).
+
+        The buffers get back exactly the values an earlier forward pass left and saved for its
+        backward (``batch_norm`` saves its running statistics), so they are written through
+        ``.data``: a backward through that earlier pass (the clean term of an adversarial loss
+        whose attack ran in train mode) stays valid."""
         saved = {k: b.detach().clone() for k, b in model.named_buffers()}
         try:
             yield
         finally:
-            with torch.no_grad():
-                for k, b in model.named_buffers():
-                    b.copy_(saved[k])
+            for k, b in model.named_buffers():
+                b.data.copy_(saved[k])
 
     @contextlib.contextmanager
     def branch(self, model: nn.Module, name: str, frozen: bool = False) -> Iterator[None]:

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedbn_bench.core.aggregation import Aggregator
+from fedbn_bench.core.packing import PackedLayer, register_packing_rule
 from fedbn_bench.core.updates import LayerStatistics, State, Statistics
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.norms.base import NORMS, NormConfig, NormMethod, running_statistics, stacked
@@ -62,6 +63,22 @@ class DualBatchNorm(nn.Module):
         return f"{self.num_features}, dims={self.dims}, eps={self.eps}, momentum={self.momentum}, branch={self.branch}"
 
 
+@register_packing_rule(DualBatchNorm)
+class PackedDualBatchNorm(PackedLayer):
+    """``DualBatchNorm`` over ``n * C`` packed channels: the branch and ``frozen`` switches are read
+    from the source layer at call time (``DualBN.branch`` sets them on the model), each channel's
+    statistics come from its own client's batch, as in ``DualBatchNorm.forward``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.source
+        prefix = "adv_" if s.branch == "adv" else ""
+        batch_stats = self.training and not s.frozen
+        if batch_stats:
+            getattr(self, f"{prefix}num_batches_tracked").add_(1)
+        return F.batch_norm(x, self.flat(f"{prefix}running_mean"), self.flat(f"{prefix}running_var"),
+                            self.flat("weight"), self.flat("bias"), batch_stats, s.momentum, s.eps)
+
+
 @dataclass
 class DBNConfig(NormConfig):
     name: str = "dbn"
@@ -74,10 +91,6 @@ class DualBN(NormMethod):
     config_class = DBNConfig
     layer_types = (DualBatchNorm,)
     uses_batch_statistics = True
-    unsupported_backends = {
-        "vmap": "dual BN switches branches inside a client's step (adversarial training runs on loop)",
-        "packed": "dual BN has no packing rule (adversarial training runs on loop)",
-    }
     branches = BRANCHES
 
     def norm_layer(self, num_features: int, dims: int) -> nn.Module:

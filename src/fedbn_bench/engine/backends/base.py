@@ -62,7 +62,7 @@ class TrainingContext:
     uploads_local_keys: bool = False
     """Whether the local keys are uploaded too (``NormMethod.shares_local_keys``)."""
     adversarial: Optional[AdversarialTraining] = None
-    """The training objective by user role (``engine=loop`` only when active)."""
+    """The training objective by user role (``adversarial/training.py``)."""
 
 
 class Backend:

@@ -139,6 +139,7 @@ class PackedBackend(StackedBackend):
     def __init__(self, ctx: TrainingContext) -> None:
         super().__init__(ctx)
         self.packed = packed_copy(ctx.model)
+        self.runner = self.packed
         self.channels_last = ctx.train.x.dim() == 4
 
     def empty_stack(self, count: int, like: torch.Tensor) -> torch.Tensor:
@@ -155,14 +156,15 @@ class PackedBackend(StackedBackend):
             return like.new_empty((count, like.shape[1], like.shape[0])).transpose(1, 2)
         return super().empty_stack(count, like)
 
+    def logits(self, state: State, x: torch.Tensor) -> torch.Tensor:
+        return unpack_output(functional_call(self.packed, state, (pack_input(x, self.channels_last),)), x.shape[0])
+
     def forward_backward(self, params: State, buffers: State, x: torch.Tensor, y: torch.Tensor, n: int):
         leaves = {k: v.detach().requires_grad_() for k, v in params.items() if k in self.trainable}
         frozen = {k: v for k, v in params.items() if k not in self.trainable}
         active = {k: v[:n] for k, v in buffers.items()}
         self.packed.train()
         with torch.enable_grad():
-            out = unpack_output(functional_call(self.packed, {**leaves, **frozen, **active},
-                                                (pack_input(x, self.channels_last),)), n)
-            losses = self.ctx.algo.loss(out, y)
+            losses = self.ctx.algo.loss(self.logits({**leaves, **frozen, **active}, x), y)
             grads = torch.autograd.grad(losses.sum(), list(leaves.values()))
         return dict(zip(leaves, grads)), losses.detach()

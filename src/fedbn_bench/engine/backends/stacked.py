@@ -12,6 +12,11 @@
   is computed and updated. No client takes more or fewer steps than under ``loop``.
 * **The algorithm's own hooks** (``engine/local_steps.py``) run on the stacks: nothing of the
   optimizer or the loss is written here.
+* **Adversarial training** (``TrainingContext.adversarial``): the clients of each user role train
+  as one stack (AT users replay each batch as Free-AT asks), and the role's objective
+  (``adversarial/training.py``) runs on a ``StackedModel`` of the active clients, exactly the code
+  ``loop`` runs on one client. Random draws (PGD's start, dropout) come from one stream per
+  stack: the same distribution as ``loop``'s per-client streams, not the same numbers.
 
 A backend subclasses ``StackedBackend`` and implements ``forward_backward``.
 """
@@ -23,10 +28,13 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from fedbn_bench.adversarial.training import LossOf
 from fedbn_bench.algorithms.base import Algorithm
+from fedbn_bench.core.roles import ADVERSARIAL, ROLES
 from fedbn_bench.core.trees import Tree, unstack_tree
 from fedbn_bench.core.updates import State
 from fedbn_bench.engine.backends.base import Backend, ClientJob, ClientResult
+from fedbn_bench.engine.backends.stacked_model import StackedModel
 from fedbn_bench.engine.local_steps import run_local_steps
 from fedbn_bench.engine.sampling import client_round_batches, seed_global
 from fedbn_bench.norms.base import NormMethod
@@ -43,6 +51,10 @@ def stack_unsupported_reason(norm: NormMethod, algo: Algorithm, model: nn.Module
         if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.track_running_stats and module.momentum is None:
             return "BatchNorm with momentum=None reads its batch counter as a Python number"
     return None
+
+
+Objective = Callable[[StackedModel, torch.Tensor, torch.Tensor, LossOf], torch.Tensor]
+"""``(model, x, y, loss_of) -> (n,)`` losses: an adversarial-training objective of one user role."""
 
 
 class _Call(nn.Module):
@@ -85,8 +97,54 @@ class StackedBackend(Backend):
         (statistics) are left in ``buffers`` (a backend may update them in place)."""
         raise NotImplementedError
 
+    runner: nn.Module
+    """The module whose train/eval mode ``logits`` runs in."""
+
+    def logits(self, state: State, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``(n, B, K)`` of ``n`` clients with parameters and buffers ``state`` on their
+        batches ``x`` ``(n, B, ...)``, differentiable; running statistics updated in place."""
+        raise NotImplementedError
+
+    def objective_forward_backward(self, objective: Objective, params: State, buffers: State, x: torch.Tensor,
+                                   y: torch.Tensor, n: int):
+        """``forward_backward`` with the loss of an adversarial-training objective."""
+        leaves = {k: v.detach().requires_grad_() for k, v in params.items() if k in self.trainable}
+        frozen = {k: v for k, v in params.items() if k not in self.trainable}
+        model = StackedModel(self.ctx.model, self.runner, self.logits, {**leaves, **frozen},
+                             {k: v[:n] for k, v in buffers.items()}, n)
+        self.runner.train()
+        with torch.enable_grad():
+            losses = objective(model, x.flatten(0, 1), y.flatten(0, 1),
+                               lambda xb: self.ctx.algo.loss(model.logits(xb), y))
+            losses.sum().backward()  # also reaches the objective's own leaves (Free-AT's δ)
+        return {k: v.grad for k, v in leaves.items() if v.grad is not None}, losses.detach()
+
     def train(self, jobs: list[ClientJob], round_idx: int, lr: float) -> list[ClientResult]:
-        """Local training of ``jobs``; the same results as ``loop``'s."""
+        """Local training of ``jobs``; the same results as ``loop``'s. Under adversarial training
+        each user role trains as its own stack, with its objective."""
+        adversarial = self.ctx.adversarial
+        if adversarial is None or not adversarial.active:
+            return self.train_stack(jobs, round_idx, lr)
+        results: list[Optional[ClientResult]] = [None] * len(jobs)
+        for stream, role in enumerate(ROLES):
+            members = [i for i, job in enumerate(jobs) if job.role == role]
+            if not members:
+                continue
+            adversarial.begin_client(jobs[members[0]].client)
+
+            def objective(model, x, y, loss_of, role=role):
+                return adversarial.client_loss(model, self.ctx.norm, x, y, role, loss_of, round_idx)
+
+            replays = adversarial.replays if role == ADVERSARIAL else 1
+            trained = self.train_stack([jobs[i] for i in members], round_idx, lr, objective, replays, stream)
+            for i, result in zip(members, trained):
+                results[i] = result
+        return results
+
+    def train_stack(self, jobs: list[ClientJob], round_idx: int, lr: float, objective: Optional[Objective] = None,
+                    replays: int = 1, stream: int = 0) -> list[ClientResult]:
+        """Local training of ``jobs`` as one stack, each batch taken ``replays`` times, with the
+        algorithm's loss or ``objective``'s; ``stream`` selects the stack's random stream."""
         ctx = self.ctx
         model, algo = ctx.model, ctx.algo
         order = sorted(range(len(jobs)), key=lambda i: -jobs[i].steps)
@@ -110,16 +168,18 @@ class StackedBackend(Backend):
         x, y = _pad_stack(xs), _pad_stack(ys)
         model.train()
         self.trainable = {k for k, p in model.named_parameters() if p.requires_grad}
-        seed_global(jobs[0].seed, round_idx, ctx.num_clients)
+        seed_global(jobs[0].seed, round_idx, ctx.num_clients + stream)
         counts = [job.steps for job in jobs]
         loss_sum = x.new_zeros(len(jobs))
 
         def forward_backward(active, _local, xb, yb, n, update_statistics):
-            if update_statistics:
-                return self.forward_backward(active, buffers, xb, yb, n)
-            return self.forward_backward(active, {k: v[:n].clone() for k, v in buffers.items()}, xb, yb, n)
+            own = buffers if update_statistics else {k: v[:n].clone() for k, v in buffers.items()}
+            if objective is None:
+                return self.forward_backward(active, own, xb, yb, n)
+            return self.objective_forward_backward(objective, active, own, xb, yb, n)
 
-        steps = ((sum(c > s for c in counts), x[:, s], y[:, s]) for s in range(max(counts, default=0)))
+        steps = ((sum(c > s for c in counts), x[:, s], y[:, s]) for s in range(max(counts, default=0))
+                 for _ in range(replays))
         run_local_steps(algo, forward_backward, params, local,
                         ((n, xb[:n], yb[:n]) for n, xb, yb in steps), lr, loss_sum)
         upload, extras, algo_state = algo.finish(params, local)
@@ -128,7 +188,7 @@ class StackedBackend(Backend):
         for i, job in enumerate(jobs):
             stats = self.statistics(state, i, len(job.indices))
             own = {k: state[k][i].clone() for k in ctx.local_keys}
-            loss = loss_sum[i] / max(job.steps, 1)
+            loss = loss_sum[i] / max(job.steps * replays, 1)
             upload_i = {k: v[i] for k, v in upload.items()}  # views of a fresh stack, consumed this round
             results[order[i]] = self.result(job, upload_i, unstack_tree(extras, i), unstack_tree(algo_state, i),
                                             stats, own, loss)

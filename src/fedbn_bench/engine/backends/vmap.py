@@ -22,6 +22,22 @@ class VmapBackend(StackedBackend):
     def __init__(self, ctx: TrainingContext) -> None:
         super().__init__(ctx)
         self.step = vmap(grad(self._loss, has_aux=True), randomness="different")
+        self.forward = vmap(self._logits, randomness="different")
+        self.runner = ctx.model
+        self.buffer_keys = {k for k, _ in ctx.model.named_buffers()}
+
+    def _logits(self, state: State, x: torch.Tensor):
+        own = {k: v.clone() if k in self.buffer_keys else v for k, v in state.items()}
+        return functional_call(self.ctx.model, own, (x,)), {k: own[k] for k in self.buffer_keys}
+
+    def logits(self, state: State, x: torch.Tensor) -> torch.Tensor:
+        """The vmapped forward (differentiable by ordinary autograd); the new buffers are written
+        back into ``state``'s."""
+        out, new_buffers = self.forward(state, x)
+        with torch.no_grad():
+            for k, v in new_buffers.items():
+                state[k].copy_(v)
+        return out
 
     def _loss(self, trainable: State, frozen: State, buffers: State, x: torch.Tensor, y: torch.Tensor):
         buffers = {k: v.clone() for k, v in buffers.items()}
