@@ -10,6 +10,14 @@ one does not, ``not run`` while any quantity has fewer counted runs than the cla
 counts when it completed or diverged (divergence is the method's outcome in that setting: its
 record's value, e.g. chance accuracy, enters the mean); a failed, interrupted or unfinished run never
 counts and is listed.
+
+A verdict says what it knows: a fail whose failing check reads a quantity still improving at the last
+evaluation (``convergence.RULE``) is ``fails (not converged)``, with the run length that would decide
+it (``Claim.decided_by``); a claim declares :class:`Control` outcomes that would fail it (the
+undefended run under the same attack), and a claim that holds is ``uninformative`` when one of its
+controls passes its checks too (``holds (control not run)`` until the control's runs exist). A claim
+whose quantity, check or setting changed keeps its earlier declaration as :class:`Superseded`, judged
+and shown beside the new one with why it was replaced.
 """
 from __future__ import annotations
 
@@ -19,9 +27,13 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from fedbn_bench.figures.base import COMPLETED, load_runs, mean_std, measure
+from fedbn_bench.figures.claims.convergence import Progress, progress
 from fedbn_bench.records.reader import RunRecord
 
 HOLDS, FAILS, NOT_RUN = "holds", "fails", "not run"
+NOT_CONVERGED, UNINFORMATIVE, UNCONTROLLED = "fails (not converged)", "uninformative", "holds (control not run)"
+VERDICTS = (HOLDS, UNCONTROLLED, UNINFORMATIVE, FAILS, NOT_CONVERGED, NOT_RUN)
+"""Every verdict, in report order (module docstring)."""
 COUNTED = (COMPLETED, "diverged")
 """Run statuses whose records enter a claim's means (module docstring)."""
 
@@ -79,6 +91,27 @@ RELATIONS = {
 
 
 @dataclass(frozen=True)
+class Control:
+    """An outcome that would fail the claim, e.g. the undefended run under the same attack: the claim's
+    quantities in ``replace`` swapped for these, read against the claim's checks that name a replaced quantity
+    (or those at the indices ``checks``). A claim that holds while a control passes too is uninformative."""
+
+    text: str
+    """What the control is and why it must fail the claim's checks."""
+    replace: Mapping[str, Quantity]
+    checks: Optional[tuple[int, ...]] = None
+
+
+@dataclass(frozen=True)
+class Superseded:
+    """An earlier declaration of a claim (its quantity, check or setting changed): still judged and shown."""
+
+    claim: "Claim"
+    why: str
+    """Why it was replaced, and the commit that declared it."""
+
+
+@dataclass(frozen=True)
 class Claim:
     """One claim of a paper (module docstring)."""
 
@@ -101,12 +134,27 @@ class Claim:
     """For a claim that fails or partly holds: what we measured to explain it."""
     full_scale: str = ""
     """The paper-scale preset and what it costs."""
+    decided_by: str = ""
+    """The run length that would decide the claim where its runs had not converged (default: ``full_scale``)."""
+    controls: tuple[Control, ...] = ()
+    superseded: tuple[Superseded, ...] = ()
 
     def __post_init__(self) -> None:
         names = {c.a for c in self.checks} | {c.b for c in self.checks if isinstance(c.b, str)}
         unknown = sorted(names - set(self.quantities))
         if unknown:
             raise ValueError(f"claim {self.id}: checks name unknown quantities {unknown}")
+        for control in self.controls:
+            if not control.replace or set(control.replace) - set(self.quantities):
+                raise ValueError(f"claim {self.id}: control {control.text!r} replaces no quantity or unknown ones")
+            if not self.control_checks(control):
+                raise ValueError(f"claim {self.id}: control {control.text!r} reads no check")
+
+    def control_checks(self, control: Control) -> tuple[int, ...]:
+        """The indices of the checks ``control`` is read against."""
+        if control.checks is not None:
+            return tuple(i for i in control.checks if 0 <= i < len(self.checks))
+        return tuple(i for i, c in enumerate(self.checks) if {c.a, c.b} & set(control.replace))
 
     @property
     def paper_name(self) -> str:
@@ -119,6 +167,8 @@ class Measured:
 
     values: list[float] = field(default_factory=list)
     other: list[str] = field(default_factory=list)
+    progress: Optional[Progress] = None
+    """The convergence rule on the completed runs (``convergence.progress``; a diverged run has ended)."""
 
     @property
     def mean(self) -> Optional[float]:
@@ -136,6 +186,17 @@ class Verdict:
     verdict: str
     check_results: list[Optional[bool]]
     """Per check: passed, failed, or ``None`` (not evaluated)."""
+    controls: list[Optional[bool]] = field(default_factory=list)
+    """Per control: whether it passes the checks it is read against (``None``: its runs are missing)."""
+    control_measured: list[dict[str, Measured]] = field(default_factory=list)
+    superseded: list["Verdict"] = field(default_factory=list)
+
+    @property
+    def improving(self) -> list[str]:
+        """The still-improving quantities that a failed check reads (what makes a fail *not converged*)."""
+        names = [n for c, ok in zip(self.claim.checks, self.check_results) if ok is False
+                 for n in (c.a, c.b) if isinstance(n, str)]
+        return [n for n in dict.fromkeys(names) if self.measured[n].progress and self.measured[n].progress.improving]
 
 
 def matches(run: RunRecord, where: Mapping[str, Any]) -> bool:
@@ -158,7 +219,7 @@ def same(have: Any, want: Any) -> bool:
 
 
 def measure_quantity(q: Quantity, runs: list[RunRecord]) -> Measured:
-    out = Measured()
+    out, counted, done = Measured(), [], []
     for run in runs:
         if not matches(run, q.where):
             continue
@@ -167,21 +228,51 @@ def measure_quantity(q: Quantity, runs: list[RunRecord]) -> Measured:
             out.other.append(f"{run.path.name}: {run.status}")
         else:
             out.values.append(value * q.scale)
-            if run.status != COMPLETED:
+            if run.status == COMPLETED:
+                counted.append(run)   # a diverged run ended: it has no trend to read
+                done.append(value * q.scale)
+            else:
                 out.other.append(f"{run.path.name}: {run.status} (counted)")
+    out.progress = progress(counted, q.metric, q.scale, done) if counted else None
     return out
 
 
-def judge(claim: Claim, root: Path, cache: Optional[dict[Path, list[RunRecord]]] = None) -> Verdict:
-    """The verdict of ``claim`` from the run records under ``root`` (the repository)."""
-    cache = {} if cache is None else cache
+def measure_all(quantities: Mapping[str, Quantity], root: Path,
+                cache: dict[Path, list[RunRecord]]) -> dict[str, Measured]:
+    """Each quantity measured on the run records under ``root`` (run trees read once through ``cache``)."""
     measured = {}
-    for name, q in claim.quantities.items():
+    for name, q in quantities.items():
         path = root / q.runs
         if path not in cache:
             cache[path] = load_runs(path)
         measured[name] = measure_quantity(q, cache[path])
+    return measured
+
+
+def control_passes(claim: Claim, control: Control, measured: dict[str, Measured]) -> Optional[bool]:
+    """Whether the claim's checks would pass with ``control``'s outcomes in place (``None``: runs missing)."""
     if any(len(m.values) < claim.seeds for m in measured.values()):
-        return Verdict(claim, measured, NOT_RUN, [None] * len(claim.checks))
+        return None
+    return all(claim.checks[i].passes(*claim.checks[i].operands(measured)) for i in claim.control_checks(control))
+
+
+def judge(claim: Claim, root: Path, cache: Optional[dict[Path, list[RunRecord]]] = None) -> Verdict:
+    """The verdict of ``claim`` (and of the declarations it superseded) from the run records under ``root``."""
+    cache = {} if cache is None else cache
+    measured = measure_all(claim.quantities, root, cache)
+    older = [judge(s.claim, root, cache) for s in claim.superseded]
+    if any(len(m.values) < claim.seeds for m in measured.values()):
+        return Verdict(claim, measured, NOT_RUN, [None] * len(claim.checks), superseded=older)
     results = [check.passes(*check.operands(measured)) for check in claim.checks]
-    return Verdict(claim, measured, HOLDS if all(results) else FAILS, results)
+    verdict = Verdict(claim, measured, HOLDS if all(results) else FAILS, results, superseded=older)
+    for control in claim.controls:
+        swapped = {**measured, **measure_all(control.replace, root, cache)}
+        verdict.control_measured.append({name: swapped[name] for name in control.replace})
+        verdict.controls.append(control_passes(claim, control, swapped))
+    if verdict.verdict == FAILS and verdict.improving:
+        verdict.verdict = NOT_CONVERGED
+    elif verdict.verdict == HOLDS and any(verdict.controls):
+        verdict.verdict = UNINFORMATIVE
+    elif verdict.verdict == HOLDS and None in verdict.controls:
+        verdict.verdict = UNCONTROLLED
+    return verdict
