@@ -11,7 +11,7 @@ users), as FedRBN reports (App. C.1). Seeds: 3 where a claimed gap is under 5 po
 """
 from __future__ import annotations
 
-from fedbn_bench.figures.claims.base import Check, Claim, Quantity
+from fedbn_bench.figures.claims.base import Check, Claim, Control, Quantity
 
 TABLE2 = "results/fedrbn/table2_digits/runs"
 FIG3A = "results/fedrbn/fig3a_digits/runs"
@@ -287,6 +287,9 @@ CLAIMS: list[Claim] = [
         FIG3_SETTING + "; half = the first 3 of 5 domains AT, the bound = all 5", "fedrbn/fig3b_digits",
         {"FedRBN n=5": fig3("FedRBN", 5), "FedRBN n=3": fig3("FedRBN", 3)},
         (Check("FedRBN n=5", "FedRBN n=3", "at_most", 5.0, "paper: 'close to the upper bound' (no number); 5 points"),),
+        controls=(Control("FATBN (no propagation of robustness) at half and at all domains AT in place of FedRBN: "
+                          "without propagation half the AT users should not come close to the bound",
+                          {"FedRBN n=5": fig3("FATBN", 5), "FedRBN n=3": fig3("FATBN", 3)}),),
         full_scale=FULL.format("fig3b")),
     Claim(
         "fedrbn/table1_bna_over_bnc",

@@ -9,7 +9,7 @@ evaluations (the paper's ``best_acc``). The reduced setting, and why λ is match
 """
 from __future__ import annotations
 
-from fedbn_bench.figures.claims.base import Check, Claim, Quantity
+from fedbn_bench.figures.claims.base import Check, Claim, Control, Quantity
 
 TABLE1 = "results/hbn/table1_fmnist/runs"
 TABLE1_100 = "results/hbn/table1_100_rounds_fmnist/runs"
@@ -244,5 +244,8 @@ CLAIMS: list[Claim] = [
         {"λ small, C = 1": row(FIG5, "hbn_b32", **{"clients_per_round": 20, "norm.lam": 0.15}),
          "λ = 1, C = 1": row(FIG5, "hbn_b32", **{"clients_per_round": 20, "norm.lam": 1})},
         (Check("λ small, C = 1", "λ = 1, C = 1", "within", 3.0, "paper: curves only; insensitive (module docstring)"),),
-        seeds=3, full_scale=FULL_C10.format("fig5")),
+        seeds=3,
+        controls=(Control("the same λ pair at C = 0.1 (2 clients a round), where the paper says λ matters",
+                          {"λ small, C = 1": row(FIG5, "hbn_b32", **{"clients_per_round": 2, "norm.lam": 0.15}),
+                           "λ = 1, C = 1": row(FIG5, "hbn_b32", **{"clients_per_round": 2, "norm.lam": 1})}),), full_scale=FULL_C10.format("fig5")),
 ]
