@@ -127,7 +127,8 @@ def test_every_claim_reads_runs_a_declared_preset_writes():
     for claim in CLAIMS:
         assert (CONF / "experiment" / f"{claim.preset}.yaml").exists(), claim.id
         assert set(claim.paper_numbers) <= set(claim.quantities), claim.id
-        for name, q in claim.quantities.items():
+        controls = [(f"control {c.text}", q) for c in claim.controls for q in c.replace.values()]
+        for name, q in [*claim.quantities.items(), *controls]:
             assert q.runs in sweeps, (claim.id, name, q.runs)
             for key in q.where:
                 if key.startswith("+"):

@@ -67,8 +67,8 @@ def mean_curve(runs: Sequence[RunRecord], column: str) -> tuple[list[float], lis
     return common, [sum(c[r] for c in curves) / len(curves) for r in common]
 
 
-def progress(runs: Sequence[RunRecord], metric: str, scale: float, values: Sequence[float]) -> Optional[Progress]:
-    """The rule on the completed runs of one quantity (``values``: the quantity measured on them, scaled);
+def progress(runs: Sequence[RunRecord], metric: str, scale: float, measured: Sequence[float]) -> Optional[Progress]:
+    """The rule on the completed runs of one quantity (``measured``: the quantity on each of them, scaled);
     ``None`` where it cannot be read (no curve for the metric, fewer than two common evaluations)."""
     column = curve_column(metric)
     if column is None:
@@ -79,5 +79,5 @@ def progress(runs: Sequence[RunRecord], metric: str, scale: float, values: Seque
     window = values[-max(2, math.ceil(len(values) / 5)):]
     sign = -1.0 if "loss" in column else 1.0
     gain = max(sign * (v - window[0]) for v in window) * scale
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return Progress(rounds[-1], gain, max(sd / math.sqrt(len(values)), NOISE_FLOOR * scale))
+    se = statistics.stdev(measured) / math.sqrt(len(measured)) if len(measured) > 1 else 0.0
+    return Progress(rounds[-1], gain, max(se, NOISE_FLOOR * scale))
