@@ -1,10 +1,10 @@
-"""``results/CLAIMS.md``, one chart per claim, and the README's reproduction table, from run records only.
+"""``results/CLAIMS.md``, one chart per claim, and the claims table of docs/claims.md, from run records only.
 
 Per claim: the paper's numbers beside ours (mean ± sample sd over the completed runs, with their
 count, and what the convergence rule read on them), each check with its threshold and outcome, the
 verdict (for a fail on runs still improving, the length that would decide it), the controls and what
 they gave, the chart, runs that did not count, the diagnosis of a claim that fails, the paper-scale
-preset, and the declarations the claim superseded with why. The README's table is the summary
+preset, and the declarations the claim superseded with why. The table of docs/claims.md is the summary
 of the same verdicts, written between :data:`BEGIN` and :data:`END`.
 """
 from __future__ import annotations
@@ -155,16 +155,16 @@ def claims_md(verdicts: list[Verdict]) -> str:
 
 def readme_table(verdicts: list[Verdict]) -> str:
     rows = [[PAPERS.get(v.claim.paper_name, v.claim.paper_name),
-             f"[{v.claim.id.split('/', 1)[1]}](results/CLAIMS.md#{anchor(v.claim.id)})", MARK[v.verdict]]
+             f"[{v.claim.id.split('/', 1)[1]}](../results/CLAIMS.md#{anchor(v.claim.id)})", MARK[v.verdict]]
             for v in verdicts]
     return "\n".join([BEGIN, *md_table(["paper", "claim", "verdict"], rows), END])
 
 
 def replace_block(text: str, block: str) -> str:
-    """``text`` with its generated README block replaced by ``block`` (an error when the markers are missing)."""
+    """``text`` with its generated claims block replaced by ``block`` (an error when the markers are missing)."""
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
-        raise ValueError(f"README: the markers {BEGIN!r} … {END!r} are missing")
+        raise ValueError(f"the markers {BEGIN!r} … {END!r} are missing")
     return text[:start] + block + text[end + len(END):]
 
 
@@ -202,7 +202,7 @@ def papers(verdicts: Iterable[Verdict]) -> list[str]:
 
 
 def write(verdicts: list[Verdict], results: Path, readme: Optional[Path] = None) -> list[Path]:
-    """Write ``results/CLAIMS.md``, the charts and (when given) the README's block; the paths written."""
+    """Write ``results/CLAIMS.md``, the charts and (when given) docs/claims.md's block; the paths written."""
     written = []
     for v in verdicts:
         path = results / chart_path(v)
