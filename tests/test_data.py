@@ -454,14 +454,18 @@ def test_random_crop_flip_determinism():
         random_crop_flip(x[0], g)
 
 
+TEST_DEVICE = os.environ.get("FEDBN_TEST_DEVICE", "cuda")
+"""The CUDA tier's device (``tests/test_cuda.py``): ``cpu`` stands in for the GPU."""
+
+
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.skipif(TEST_DEVICE == "cuda" and not torch.cuda.is_available(), reason="needs CUDA")
 def test_random_crop_flip_cuda_generator():
-    x = torch.rand(16, 3, 8, 8, device="cuda")
-    g1 = torch.Generator(device="cuda").manual_seed(0)
-    g2 = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.rand(16, 3, 8, 8, device=TEST_DEVICE)
+    g1 = torch.Generator(device=TEST_DEVICE).manual_seed(0)
+    g2 = torch.Generator(device=TEST_DEVICE).manual_seed(0)
     a, b = random_crop_flip(x, g1), random_crop_flip(x, g2)
-    assert a.device.type == "cuda" and torch.equal(a, b)
+    assert a.device.type == TEST_DEVICE and torch.equal(a, b)
     for i in range(16):
         assert _match(x[i].cpu(), a[i].cpu(), 4, [False, True])
 
