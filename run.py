@@ -13,6 +13,7 @@ from fedbn_bench.cli import UserError, command_line_error, help_text, register_s
 from fedbn_bench.engine.run_loop import failure_record
 from fedbn_bench.engine.threads import available_cores
 from fedbn_bench.records.run_records import RunRecorder, summary_line
+from fedbn_bench.records.sweep_labels import label_sweep_run
 from fedbn_bench.runner import run_experiment
 
 register_schemas()
@@ -24,6 +25,8 @@ def main(cfg: DictConfig) -> float:
     hydra_cfg = HydraConfig.get()
     run_dir = hydra_cfg.runtime.output_dir
     sweep = hydra_cfg.mode == RunMode.MULTIRUN
+    if sweep:
+        label_sweep_run(cfg, hydra_cfg)
     try:
         summary = run_experiment(cfg, run_dir, jobs_at_once(hydra_cfg))
     except UserError as err:

@@ -1,5 +1,5 @@
-"""Regenerate ``results/CLAIMS.md``, the claim charts (``results/claims/``) and the README's reproduction
-table from the committed run records: ``python scripts/claims.py`` (``--check``: compare, exit 1 on a
+"""Regenerate ``results/CLAIMS.md``, the claim charts (``results/claims/``) and the claims table of
+docs/claims.md from the committed run records: ``python scripts/claims.py`` (``--check``: compare, exit 1 on a
 difference; ``--list``: the verdicts). Claims: ``src/fedbn_bench/figures/claims/<paper>.py``."""
 from __future__ import annotations
 

@@ -36,6 +36,7 @@ LEGAL = {
     ("transforms", "empty_list"): "no update transform (the default)",
     ("metrics", "empty_list"): "only the default metrics (the default)",
     ("*eval_batch_size", "huge"): "the whole test set in one batch",
+    ("dataset.test_samples", "huge"): "more than the test set holds is the whole test set",
     ("norm.eps", "huge"): "a large eps only damps the normalization (the layer still normalizes)",
     ("norm.freeze_fraction", "zero"): "FixBN's T* = 0: statistics frozen from the first round (the limit of "
                                       "FixBN Fig. 2c's sweep of T*)",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, Iterator
@@ -56,7 +57,11 @@ def load_data(cfg: DictConfig) -> DatasetBundle:
     num_domains = d.num_domains
     if cfg.partition.name == "domains" and num_domains == 0 and not dataset_has_natural_domains(d.name):
         num_domains = cfg.partition.num_domains  # synthetic shifts only for data without its own domains
-    return load_dataset(d.name, root=d.root, download=d.download, seed=cfg.seed, num_domains=num_domains, **d.options)
+    data = load_dataset(d.name, root=d.root, download=d.download, seed=cfg.seed, num_domains=num_domains, **d.options)
+    if d.test_samples is not None and d.test_samples < len(data.test):
+        draw = torch.randperm(len(data.test), generator=torch.Generator().manual_seed(cfg.seed))
+        data = dataclasses.replace(data, test=data.test.take(draw[:d.test_samples].sort().values))
+    return data
 
 
 
@@ -174,7 +179,8 @@ def build_simulation(cfg: DictConfig, run_dir: str | Path, device: torch.device,
         count_macs=cfg.count_macs,
         labels=byzantine_labels(cfg.byzantine),
     )
-    name = f"{cfg.norm.name}-{cfg.algo.name}-{cfg.partition.name}-s{cfg.seed}"
+    swept = [tag for tag in cfg.logger.tags if "=" in tag]  # a sweep's values (records/sweep_labels.py)
+    name = " ".join([f"{cfg.norm.name}-{cfg.algo.name}-{cfg.partition.name}-s{cfg.seed}", ",".join(swept)]).strip()
     logger = make_logger(cfg.logger, Path(run_dir), config, name)
     batch_size = fed.algo.batch_size(cfg.batch_size, cfg.clients_per_round)
     engine = select_engine(cfg.engine.name, fed, batch_size, cfg.clients_per_round, device, cfg.engine.channels_last)

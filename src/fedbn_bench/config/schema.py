@@ -28,6 +28,9 @@ class DatasetConfig:
     eval_batch_size: Optional[int] = None
     """Test batch size; ``None``: 128 on the CPU (cache-sized batches evaluate fastest there,
     ``results/bench/README.md``) and 1024 on CUDA."""
+    test_samples: Optional[int] = None
+    """Evaluate on a seeded random subset of at most this many test samples (``debug=default``: a
+    few seconds on any dataset); ``None``: the whole test set."""
     options: dict[str, Any] = field(default_factory=dict)
 
 

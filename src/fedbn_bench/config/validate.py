@@ -89,6 +89,8 @@ def validate_config(cfg: Any) -> None:
     _require(cfg.dataset.eval_batch_size is None or cfg.dataset.eval_batch_size >= 1,
              f"dataset.eval_batch_size={cfg.dataset.eval_batch_size} is invalid: must be >= 1, or null "
              "(128 on the CPU, 1024 on CUDA)")
+    _require(cfg.dataset.test_samples is None or cfg.dataset.test_samples >= 1,
+             f"dataset.test_samples={cfg.dataset.test_samples} is invalid: must be >= 1, or null (the whole test set)")
     _require(cfg.batch_size >= 1, f"batch_size={cfg.batch_size} is invalid: `batch_size` must be >= 1")
     _require(cfg.eval_every >= 1, f"eval_every={cfg.eval_every} is invalid: `eval_every` must be >= 1")
     _require(

@@ -69,6 +69,16 @@ class Split:
     def __len__(self) -> int:
         return int(self.x.shape[0])
 
+    def take(self, index: torch.Tensor) -> "Split":
+        """The samples at ``index`` (an index tensor), as a split of their own."""
+        return Split(
+            x=self.x[index],
+            y=self.y[index],
+            domain=None if self.domain is None else self.domain[index],
+            pad_value=self.pad_value,
+            crop_padding=self.crop_padding,
+        )
+
 
 @dataclass
 class DatasetBundle:
