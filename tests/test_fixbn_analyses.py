@@ -153,6 +153,23 @@ def test_pooled_bn_tests_the_reestimated_copy_and_leaves_the_run_model_alone():
     assert PooledBN()(ctx) == PooledBN(batch_size=8)(ctx)   # default: the run's training batch size (8)
 
 
+def test_pooled_bn_per_layer_logs_the_averaged_and_the_pooled_variance_of_each_layer():
+    """FixBN §3.4: ``avg_var_<layer>`` is the global model's running variance (the average the server
+    holds), ``pooled_var_<layer>`` the variance re-estimated on the pooled samples; channel means."""
+    model = one_bn()
+    state = [snapshot(model)]
+    ctx = context(model, state, POOLED)
+    ctx.train_x[30:] += 100.0
+    row = PooledBN(batch_size=30, per_layer=True)(ctx)
+    h = pooled_inputs(model, ctx.train_x)
+    assert row["avg_var_1"] == pytest.approx(state[0]["1.running_var"].mean().item(), rel=1e-12)
+    assert row["pooled_var_1"] == pytest.approx(h.var((0, 2, 3), unbiased=True).mean().item(), rel=1e-12)
+    assert row["avg_var_1"] != pytest.approx(row["pooled_var_1"])
+    assert set(PooledBN(batch_size=30)(ctx)) == {"pooled_bn_test_acc", "pooled_bn_test_loss"}
+    with pytest.raises(ConfigError, match="per_layer"):
+        PooledBN(per_layer="yes")
+
+
 def test_pooled_bn_shuffles_with_the_run_seed_only():
     model = one_bn()
     x, y = shifted_data()

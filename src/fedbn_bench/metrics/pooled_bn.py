@@ -16,6 +16,11 @@ Supports the norms whose BN layers are torch BatchNorm modules (``norm=bn``, ``f
 a model whose statistics layers (``bn_layers``) include others (FBN's, the dual BN's: their own
 training rules) or has none is a ``ConfigError`` at the first evaluation. The metric is computed at
 every evaluation (one forward pass over the pooled data): FixBN's number is the last one.
+
+Option ``per_layer`` (default ``False``): also, per BN layer, the channel mean of the averaged variance
+the global model holds (``avg_var_<layer>``: the server's average of the clients' running variances,
+FixBN Eq. 2) and of the pooled variance re-estimated here (``pooled_var_<layer>``), to test §3.4's
+diagnosis of what separates them (claims_audit.md: "log averaged vs pooled variances per layer").
 """
 from __future__ import annotations
 
@@ -59,12 +64,14 @@ def reestimate(model: nn.Module, x, y: torch.Tensor, idx: torch.Tensor, batch_si
 
 @METRICS.register("pooled_bn")
 class PooledBN(Metric):
-    def __init__(self, batch_size: Optional[int] = None) -> None:
+    def __init__(self, batch_size: Optional[int] = None, per_layer: bool = False) -> None:
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                        or batch_size < 2):
             raise ConfigError(f"metrics: pooled_bn.batch_size={batch_size!r}: an integer >= 2 or null "
                               "(the run's training batch size)")
-        self.batch_size = batch_size
+        if not isinstance(per_layer, bool):
+            raise ConfigError(f"metrics: pooled_bn.per_layer={per_layer!r}: true or false")
+        self.batch_size, self.per_layer = batch_size, per_layer
 
     def __call__(self, ctx: EvalContext) -> dict[str, float]:
         batch_size = self.batch_size or ctx.train_batch_size
@@ -74,4 +81,10 @@ class PooledBN(Metric):
         twin = reestimate(ctx.model, ctx.train_x, ctx.train_y, ctx.pooled_train(), batch_size,
                           seeded_generator(ctx.seed, SHUFFLE_STREAM))
         acc, loss = evaluate(twin, ctx.test_x, ctx.test_y, ctx.batch_size)
-        return {"pooled_bn_test_acc": acc, "pooled_bn_test_loss": loss}
+        row = {"pooled_bn_test_acc": acc, "pooled_bn_test_loss": loss}
+        if self.per_layer:
+            averaged, pooled = ctx.model.state_dict(), twin.state_dict()
+            for name in statistics_layers(twin, "pooled_bn"):
+                row[f"avg_var_{name}"] = averaged[f"{name}.running_var"].double().mean().item()
+                row[f"pooled_var_{name}"] = pooled[f"{name}.running_var"].double().mean().item()
+        return row
