@@ -1,5 +1,6 @@
 """``python scripts/make_figures.py <paper>/<id> [--runs DIR] [--out DIR]`` or ``--all``: the
-figures and tables of ``catalog/`` from run records only.
+figures and tables of ``catalog/`` from run records only; ``make_figures.py curve --runs DIR``: the
+learning curve of any sweep (``sweep_curve.py``).
 
 Prints one line per figure written (its files); missing or failed runs are named on stderr (and in
 the figure's .md). ``--all`` draws every declared figure whose runs are present and names the others
@@ -9,10 +10,12 @@ the results tree); the paper-numbers files are always read from ``--conf``.
 from __future__ import annotations
 
 import argparse
+import difflib
+import sys
 from pathlib import Path
 from typing import Optional
 
-from fedbn_bench.figures import recipes  # noqa: F401  (registers the recipes)
+from fedbn_bench.figures import recipes, sweep_curve  # noqa: F401  (registers the recipes)
 from fedbn_bench.figures.base import RECIPES, Figure, Job, load_runs, preset_sweep_dir, warn
 from fedbn_bench.figures.catalog import CATALOG
 
@@ -43,8 +46,12 @@ def draw(fig: Figure, root: Path, conf: Path, runs: Optional[Path] = None, out: 
 
 def main(argv: Optional[list[str]] = None, repo: Optional[Path] = None) -> int:
     repo = repo or Path.cwd()
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["curve"]:
+        return sweep_curve.main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("ids", nargs="*", help="figure ids, <paper>/<id> (--list shows them)")
+    parser.add_argument("ids", nargs="*", help="figure ids, <paper>/<id> (--list shows them); or `curve --runs DIR` "
+                                               "for the learning curve of any sweep")
     parser.add_argument("--all", action="store_true", help="every declared figure whose runs are present")
     parser.add_argument("--runs", type=Path, help="run directory tree (default: the declared one)")
     parser.add_argument("--out", type=Path, help="output directory (default: the declared one)")
@@ -58,9 +65,11 @@ def main(argv: Optional[list[str]] = None, repo: Optional[Path] = None) -> int:
         return 0
     unknown = [i for i in args.ids if i not in CATALOG]
     if unknown:
-        parser.error(f"unknown figure id(s) {unknown}; declared: {', '.join(CATALOG)}")
+        parser.error("; ".join(f"unknown figure id {i!r}" + (f", did you mean {', '.join(close)}?" if (
+            close := difflib.get_close_matches(i, list(CATALOG), n=3, cutoff=0.6)) else "") for i in unknown)
+            + " (--list shows every id)")
     if args.all == bool(args.ids):
-        parser.error("give figure ids or --all")
+        parser.error("give figure ids or --all; for the learning curve of your own sweep: curve --runs DIR")
     if (args.runs or args.out) and len(args.ids) != 1:
         parser.error("--runs and --out go with one figure id")
     figures = list(CATALOG.values()) if args.all else [CATALOG[i] for i in args.ids]

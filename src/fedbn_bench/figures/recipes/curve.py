@@ -20,9 +20,20 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedbn_bench.figures.base import COMPLETED, Job, cell, matching_runs, md_table, mean_std, recipe, row_key  # noqa: E402
 from fedbn_bench.records.reader import RunRecord  # noqa: E402
+
+METRICS = {"test_acc": "test accuracy", "val_acc": "validation accuracy", "robust_acc": "robust accuracy",
+           "client_acc_mean": "mean client accuracy", "test_loss": "test loss", "train_loss": "training loss",
+           "val_loss": "validation loss"}
+"""Axis names of the usual ``metrics.csv`` columns."""
+
+
+def axis_label(metric: str, percent: bool) -> str:
+    """``test accuracy (%)`` for ``test_acc``; the column name for one this module does not know."""
+    return METRICS.get(metric, metric.replace("_", " ")) + (" (%)" if percent else "")
 
 
 def band(runs: list[RunRecord], column: str, scale: float = 100.0) -> tuple[list[float], list[float], list[float]]:
@@ -81,10 +92,11 @@ def make(job: Job) -> None:
             job.problem(f"{row_label}: no run (missing)")
     what = columns[0] if len(columns) == 1 else "value"
     ax.set_xlabel("round")
-    ax.set_ylabel(fig_decl.options.get("ylabel", f"{what} (× {scale:g})"))
+    ax.set_ylabel(fig_decl.options.get("ylabel", axis_label(what, scale == 100) if scale in (1, 100) else f"{what} (× {scale:g})"))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_yscale(fig_decl.options.get("yscale", "linear"))
     ax.set_title(fig_decl.title or fig_decl.id, fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, title="band: ±1 sd over seeds", title_fontsize=8)
     fig.tight_layout()
     job.save(fig)
     lines = [f"# {fig_decl.title or fig_decl.id}", "",
