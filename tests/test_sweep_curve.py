@@ -68,3 +68,13 @@ def test_a_misspelt_paper_id_names_the_nearest_ids_only(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--runs", "somewhere"])
     assert "curve --runs DIR" in capsys.readouterr().err
+
+
+def test_claim_charts_name_what_their_bars_measure(tmp_path):
+    from fedbn_bench.figures.claims import CLAIMS, report
+    from fedbn_bench.figures.claims.base import judge
+
+    claim = next(c for c in CLAIMS if c.id == "fbn/fig3a_naive_collapses")
+    with mock.patch.object(report.plt, "close") as close:
+        report.draw_chart(judge(claim, tmp_path), tmp_path / "chart.png")
+    assert close.call_args.args[0].axes[0].get_ylabel() == "accuracy (%)"
