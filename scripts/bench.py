@@ -19,7 +19,9 @@ and ``engine=auto`` (the backend it selects, see ``fedbn_bench/engine/select.py`
 has the FLOPs of one round (one more round after the timed ones, under
 ``torch.utils.flop_counter``, grouped convolutions counted right, ``engine/flops.py``: forward and
 backward convolutions and matmuls), the
-achieved rate (FLOPs per round / seconds per round) and that rate as a fraction of a dense float32
+achieved rate (FLOPs per round / seconds per round), the ATen operations per local step (one
+more round under ``engine/op_count.py``'s ``OpCounter``, divided by the round's local steps: what
+the host issues, the cost that bounds a small step), and that rate as a fraction of a dense float32
 matmul rate measured in the same invocation (``matmul`` row: a 2048x2048 ``torch.mm``, fresh
 process, same threads): how far each backend is from what the hardware does. Every
 configuration runs in a fresh process (so peak memory is its own), with ``--warmup`` untimed
@@ -78,6 +80,7 @@ from fedbn_bench.data import DatasetBundle, Split
 from fedbn_bench.engine.select import select_engine
 from fedbn_bench.engine.federation import ClientRecord, Federation
 from fedbn_bench.engine.flops import flop_counter
+from fedbn_bench.engine.op_count import OpCounter
 from fedbn_bench.engine.replicas import ReplicaGroup
 from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.engine.simulation import Simulation
@@ -311,14 +314,20 @@ def measure(preset_name: str, config: str, rounds: int, warmup: int, device: tor
         runner, backend = TypicalFL(preset, cfg, device), "typical"
         step = runner.run_round
     else:
-        sim, backend = engine_rounds(preset, cfg, device, engine, warmup + rounds + 1)
+        sim, backend = engine_rounds(preset, cfg, device, engine, warmup + rounds + 2)
 
         def step(r: int) -> int:
             before = sim.rounds.samples_seen
             sim.run_round(r)
             return sim.rounds.samples_seen - before
 
-    return timed_rounds(step, config, backend, rounds, warmup, device)
+    return timed_rounds(step, config, backend, rounds, warmup, device, local_steps(preset, cfg))
+
+
+def local_steps(preset: Preset, cfg) -> int:
+    """Local steps of a round: every client of a preset holds ``client_size`` samples."""
+    algo = build_algorithm(cfg.algo)
+    return algo.num_steps(preset.client_size, algo.batch_size(cfg.batch_size, cfg.clients_per_round))
 
 
 def measure_replicas(preset_name: str, rounds: int, warmup: int, device: torch.device, overrides: list[str],
@@ -326,7 +335,7 @@ def measure_replicas(preset_name: str, rounds: int, warmup: int, device: torch.d
     """``replicas`` seeds of the preset trained together (one backend call per round) on ``auto``."""
     preset = PRESETS[preset_name]
     cfg = compose_config(preset, [*overrides, "engine=auto"])
-    sims = [engine_rounds(preset, cfg, device, "auto", warmup + rounds + 1, seed=s)[0] for s in range(replicas)]
+    sims = [engine_rounds(preset, cfg, device, "auto", warmup + rounds + 2, seed=s)[0] for s in range(replicas)]
     group = ReplicaGroup(sims, progress=False)
 
     def step(r: int) -> int:
@@ -335,12 +344,15 @@ def measure_replicas(preset_name: str, rounds: int, warmup: int, device: torch.d
         return sum(sim.rounds.samples_seen for sim in sims) - before
 
     apart = " (apart)" if group.unshared else ""  # no shared backend: each replica trains on its own
-    return timed_rounds(step, "replicas", f"{sims[0].engine} x{replicas}{apart}", rounds, warmup, device)
+    return timed_rounds(step, "replicas", f"{sims[0].engine} x{replicas}{apart}", rounds, warmup, device,
+                        local_steps(preset, cfg))
 
 
-def timed_rounds(step, config: str, backend: str, rounds: int, warmup: int, device: torch.device) -> dict:
+def timed_rounds(step, config: str, backend: str, rounds: int, warmup: int, device: torch.device,
+                 steps_per_round: int) -> dict:
     """Median seconds (wall and CPU) and samples of ``rounds`` calls of ``step(round)`` after
-    ``warmup`` untimed ones, the FLOPs of one more, and the process's peak memory."""
+    ``warmup`` untimed ones, the FLOPs of one more, the ATen operations per local step of another
+    (``steps_per_round`` steps), and the process's peak memory."""
     walls, cpus, samples = [], [], []
     for r in range(warmup + rounds):
         if device.type == "cuda":
@@ -356,13 +368,16 @@ def timed_rounds(step, config: str, backend: str, rounds: int, warmup: int, devi
     with flop_counter() as counter:
         step(warmup + rounds)
     flops = counter.get_total_flops()
+    with OpCounter() as ops:
+        step(warmup + rounds + 1)
     if device.type == "cuda":
         peak, kind = torch.cuda.max_memory_allocated() / 2**20, "cuda_max_allocated"
     else:
         peak, kind = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "cpu_peak_rss"
     return {"config": config, "backend": backend, "s_per_round": statistics.median(walls),
             "cpu_s_per_round": statistics.median(cpus), "samples_per_round": statistics.median(samples),
-            "peak_mem_mib": peak, "mem_kind": kind, "gflop_per_round": flops / 1e9}
+            "peak_mem_mib": peak, "mem_kind": kind, "gflop_per_round": flops / 1e9,
+            "aten_ops_per_step": ops.total / steps_per_round}
 
 
 def measure_evaluation(preset_name: str, rounds: int, warmup: int, device: torch.device, overrides: list[str],

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 import os
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -44,6 +46,16 @@ CONF = ROOT / "conf"
 register_schemas()
 if WORKER_CORES:
     torch.set_num_threads(WORKER_CORES)
+
+
+@pytest.fixture(scope="module")
+def bench():
+    """``scripts/bench.py`` as a module."""
+    spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
 def compose_config(overrides: list[str] | None = None, return_hydra_config: bool = False):

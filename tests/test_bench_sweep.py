@@ -1,23 +1,6 @@
 """``scripts/bench.py --sweep``: how a sweep's wall time splits into training and the rest."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
-import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
-
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_script", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
 
 def jobs(*train_s: float, threads: int = 1) -> list[dict]:
     return [{"wall_time_s": t, "threads": threads} for t in train_s]
