@@ -68,6 +68,8 @@ def test_replicas_keep_their_own_data_and_local_state(tmp_path):
     (["algo=scaffold"], "packed", "algo=scaffold"),
     (["algo.momentum_carry=global"], "packed", "algo=fedavg"),
     ([], "loop", "engine=loop"),
+    (["norm=fedrbn", "adversarial=pgd_at", "adversarial.steps=1", "adversarial.at_fraction=0.5",
+      "adversarial.eval_attacks.0.steps=1"], "packed", "pixel space"),
 ])
 def test_replicas_that_cannot_share_a_backend_train_apart_and_still_equal_separate_runs(overrides, engine, reason,
                                                                                       tmp_path):

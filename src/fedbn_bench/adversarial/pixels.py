@@ -28,6 +28,10 @@ class PixelSpace:
         """The model input of the pixels ``p``: ``(p - mean) / std``."""
         return (p - self._along(self.mean, p)) / self._along(self.std, p)
 
+    def same_as(self, other: "PixelSpace") -> bool:
+        """Whether ``other`` maps between model inputs and pixels exactly as this space does."""
+        return torch.equal(self.mean, other.mean) and torch.equal(self.std, other.std)
+
     def _along(self, stat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         key = (id(stat), x.device, x.dtype, x.dim())
         if key not in self._converted:

@@ -215,8 +215,8 @@ class PGDTraining(AdversarialTraining):
         """x̃: PGD through BN_a that changes no buffer and leaves no parameter gradient."""
         c = self.cfg
         with norm.branch(model, "adv"), self.attack_forward(model, norm):
-            return pgd_attack(lambda xa: F.cross_entropy(model(xa), y), x, self.space, c.eps, c.steps,
-                              c.step_size, c.random_start)
+            return pgd_attack(lambda xa: attack_loss(model, xa, y), x, self.space, c.eps, c.steps, c.step_size,
+                              c.random_start)
 
     def client_loss(self, model: nn.Module, norm: Branches, x: torch.Tensor, y: torch.Tensor, role: str,
                     loss_of: LossOf, round_idx: int) -> torch.Tensor:
@@ -274,6 +274,13 @@ class FreeTraining(PGDTraining):
             delta = torch.cat([delta, torch.zeros_like(pixels[len(delta):])])
         self.delta = delta.requires_grad_(True)
         return self.delta
+
+
+def attack_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """PGD's objective: the mean cross-entropy of the model's samples; for a stack of clients
+    (``engine/backends/stacked_model.py``, ``model.clients`` of them, samples client-major) the sum of
+    each client's mean, so every client's input gradient is scaled exactly as when attacked alone."""
+    return F.cross_entropy(model(x), y, reduction="sum") / (len(y) // getattr(model, "clients", 1))
 
 
 def clipped_term(term: torch.Tensor, model: nn.Module, max_norm: Optional[float]) -> torch.Tensor:

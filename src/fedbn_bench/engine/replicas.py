@@ -11,7 +11,9 @@ dropout excepted: one stacked round makes one dropout draw, seeded by the first 
 
 The shared backend is the first replica's. That is sound when the algorithm's local steps read
 nothing of the server's state except through the jobs (``Algorithm.local_steps_read_server_state``:
-SCAFFOLD's control variate ``c`` is read on the algorithm object); otherwise, and on ``engine=loop``
+SCAFFOLD's control variate ``c`` is read on the algorithm object) and, under adversarial training,
+when the replicas attack in the same pixel space (a dataset normalized with statistics of its own
+draw gives each seed its own); otherwise, and on ``engine=loop``
 (where a stack buys nothing), each replica trains on its own backend, still in lockstep.
 
 Time: each replica's ``train_seconds`` (hence ``samples_per_s``) and ``wall_time_s`` are those of
@@ -42,6 +44,9 @@ def unshared_reason(sims: Sequence[Simulation]) -> Optional[str]:
     algo = sims[0].fed.algo
     if algo.local_steps_read_server_state:
         return f"algo={algo.cfg.name}: its local steps read the server's state on the algorithm object"
+    spaces = [sim.fed.adversarial.space for sim in sims if sim.fed.adversarial is not None and sim.fed.adversarial.active]
+    if any(not space.same_as(spaces[0]) for space in spaces):
+        return "adversarial training's pixel space (the dataset's normalization, drawn with each seed) differs"
     return None
 
 

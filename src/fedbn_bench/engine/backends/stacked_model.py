@@ -35,11 +35,11 @@ class StackedModel:
     def __init__(self, source: nn.Module, runner: nn.Module, logits_fn: StackedLogits, params: State,
                  buffers: State, n: int) -> None:
         self.source, self.runner, self.logits_fn = source, runner, logits_fn
-        self.params, self.buffers, self.n = params, buffers, n
+        self.params, self.buffers, self.clients = params, buffers, n
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """Each client's logits ``(n, B, K)`` of its samples ``x`` ``(n * B, ...)``."""
-        return self.logits_fn({**self.params, **self.buffers}, x.view(self.n, -1, *x.shape[1:]))
+        return self.logits_fn({**self.params, **self.buffers}, x.view(self.clients, -1, *x.shape[1:]))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.logits(x).flatten(0, 1)
