@@ -22,14 +22,18 @@ backward convolutions and matmuls), the
 achieved rate (FLOPs per round / seconds per round), the ATen operations per local step (one
 more round under ``engine/op_count.py``'s ``OpCounter``, divided by the round's local steps: what
 the host issues, the cost that bounds a small step), and that rate as a fraction of a dense float32
-matmul rate measured in the same invocation (``matmul`` row: a 2048x2048 ``torch.mm``, fresh
-process, same threads): how far each backend is from what the hardware does. Every
-configuration runs in a fresh process (so peak memory is its own), with ``--warmup`` untimed
-rounds before ``--rounds`` timed ones, and is timed ``--repeats`` times in alternating order
+matmul rate measured in the same invocation (``matmul`` row: a 2048x2048 ``torch.mm``, same
+threads): how far each backend is from what the hardware does. On the CPU every configuration runs
+in a fresh process (so peak memory is its own); on CUDA all of them run in this process
+(``--processes one``, the default there: a fresh process cost about 10 s of start-up on the H200
+before any round), with ``torch.cuda.reset_peak_memory_stats`` before each, so that its peak
+memory is still its own. Each has ``--warmup`` untimed rounds before ``--rounds`` timed ones, and
+is timed ``--repeats`` times in alternating order
 (forward, then backward through the list, so slow phases of a shared machine hit every row); the
 table reports, per row, the repeat with the fastest median round. Peak memory is
 ``torch.cuda.max_memory_allocated`` on CUDA and the peak resident set size of the process
-(``resource.getrusage(RUSAGE_SELF).ru_maxrss``, Python and torch included) on CPU. The table is
+(``resource.getrusage(RUSAGE_SELF).ru_maxrss``, Python and torch included) on CPU, none there
+with ``--processes one``. The table is
 printed and written to ``results/bench/<preset>.csv`` (``gpu_<preset>.csv`` with ``--device cuda``) with each row's speed ratio to the typical
 loop measured in the same invocation (wall time and process CPU time; CPU time is less sensitive
 to other processes sharing the machine).
@@ -56,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import json
 import os
 import resource
@@ -452,22 +457,48 @@ def measure_matmul(device: torch.device, n: int = 2048, repeats: int = 10) -> di
 
 def run_child(args: argparse.Namespace, config: str, choice: dict[str, str], tree: Path = ROOT) -> dict:
     """Time ``config`` with the groups ``choice`` names (``{"algo": ..., "norm": ...}``, each
-    missing one the preset's) in a fresh process, with the package and this script of checkout ``tree``."""
-    script = tree / "scripts" / "bench.py"
+    missing one the preset's): in a fresh process, with the package and this script of checkout
+    ``tree`` (this checkout's in this process with ``--processes one``)."""
     overrides = [*args.override, *(f"{group}={value}" for group, value in choice.items())]
-    cmd = [sys.executable, str(script), "--preset", args.preset, "--child", config, "--rounds", str(args.rounds),
-           "--warmup", str(args.warmup), "--device", args.device, *[f"--override={o}" for o in overrides],
-           *(["--replicas", str(args.replicas)] if config == "replicas" else [])]
-    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=tree, env=env)
-    if out.returncode != 0:
-        raise RuntimeError(f"{config} failed:\n{out.stderr[-3000:]}")
-    row = json.loads(out.stdout.strip().splitlines()[-1])
+    if args.processes == "one" and tree == ROOT:
+        row = measure_here(args, config, overrides)
+    else:
+        row = measure_in_child(args, config, overrides, tree)
     for group in ("algo", "norm"):
         row[group] = choice.get(group) or next(o.split("=", 1)[1] for o in PRESETS[args.preset].overrides
                                                if o.startswith(f"{group}="))
     if tree != ROOT:
         row["config"] = f"baseline:{config}"
+    return row
+
+
+def measure_in_child(args: argparse.Namespace, config: str, overrides: list[str], tree: Path) -> dict:
+    """``measure`` in a fresh process of checkout ``tree``: its ``src`` first on ``PYTHONPATH``,
+    followed by what this process was given (where a bare machine's installed packages are)."""
+    script = tree / "scripts" / "bench.py"
+    cmd = [sys.executable, str(script), "--preset", args.preset, "--child", config, "--rounds", str(args.rounds),
+           "--warmup", str(args.warmup), "--device", args.device, *[f"--override={o}" for o in overrides],
+           *(["--replicas", str(args.replicas)] if config == "replicas" else [])]
+    inherited = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), *([inherited] if inherited else [])])}
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=tree, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"{config} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure_here(args: argparse.Namespace, config: str, overrides: list[str]) -> dict:
+    """``measure`` in this process. On CUDA the peak memory is reset first, so it is this
+    configuration's; on the CPU the process's peak RSS spans every configuration before it, so the
+    row has none."""
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        gc.collect()  # the previous configuration's simulation, if a reference cycle holds it
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    row = measure(args.preset, config, args.rounds, args.warmup, device, overrides, args.replicas)
+    if device.type == "cpu":
+        row.update(peak_mem_mib=float("nan"), mem_kind="")
     return row
 
 
@@ -559,6 +590,9 @@ def main() -> None:
                         help="another checkout (e.g. a `git worktree` of an older commit) whose configurations "
                              "are timed in the same invocation, interleaved, as rows `baseline:<config>`")
     parser.add_argument("--replicas", type=int, default=4, help="seeds trained together by the replicas config")
+    parser.add_argument("--processes", choices=("each", "one"),
+                        help="a fresh process per configuration (each; default on the CPU) or all in this one "
+                             "(one; default on CUDA)")
     parser.add_argument("--out", default=str(ROOT / "results" / "bench"))
     parser.add_argument("--sweep", help='time `python run.py -m SWEEP` sequentially against the joblib launcher, '
                                         'e.g. --sweep "norm=bn,gn rounds=15" (no --preset)')
@@ -572,6 +606,7 @@ def main() -> None:
         parser.error(f"--preset is required (one of {', '.join(sorted(PRESETS))}) unless --sweep is given")
     device = torch.device(args.device)
     args.rounds = args.rounds or PRESETS[args.preset].rounds
+    args.processes = args.processes or ("one" if device.type == "cuda" else "each")
     if args.child:
         print(json.dumps(measure(args.preset, args.child, args.rounds, args.warmup, device, args.override,
                                  args.replicas)))

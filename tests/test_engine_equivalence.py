@@ -9,6 +9,7 @@ statistics or optimizer arithmetic would show up by many orders of magnitude.
 """
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -16,10 +17,12 @@ import torch
 
 from conftest import build_simulation, compose_config
 from fedbn_bench.engine.backends.stacked import StackedBackend
-from fedbn_bench.engine.select import select_engine
+from fedbn_bench.engine import select
+from fedbn_bench.engine.select import choose_engine, select_engine
 from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.norms import NORMS
-from fedbn_bench.runner import build_federation
+from fedbn_bench.records.run_records import summary_line
+from fedbn_bench.runner import build_federation, run_experiment
 
 ROUNDS = 3
 BASE = ["model=simple_cnn", "num_clients=10", "clients_per_round=3", "batch_size=32", "alpha=0.3", "lr=0.05"]
@@ -164,12 +167,43 @@ def test_auto_on_cpu_picks_packed_where_it_runs(overrides, expected, caplog):
     assert not caplog.records, "auto chooses silently"
 
 
+@pytest.mark.parametrize(("unsupported", "backend", "fallback"), [
+    ((), "packed", None),
+    (("packed",), "vmap", "not packed (why packed)"),
+    (("packed", "vmap"), "loop", "not packed (why packed); not vmap (why vmap)"),
+])
+def test_auto_on_cuda_prefers_packed_then_vmap_then_loop(unsupported, backend, fallback, monkeypatch):
+    """The order measured on the H200 (results/bench/gpu_hbn_cifar10.csv), at any batch size, with
+    the reason for each backend passed over."""
+    cfg = compose_config([*BASE, "norm=bn"])
+    fed, _ = build_federation(cfg, torch.device("cpu"))
+    monkeypatch.setattr(select, "unsupported_reason", lambda b, _: f"why {b}" if b in unsupported else None)
+    choice = choose_engine("auto", fed, 32, cfg.clients_per_round, torch.device("cuda"))
+    assert (choice.requested, choice.backend, choice.fallback) == ("auto", backend, fallback)
+
+
+def test_auto_is_the_default_and_the_run_says_which_backend_trained_and_why(tmp_path, caplog):
+    """``summary.json`` and the terminal (one log line, and the run's last line) name the backend
+    and, when ``auto`` passed over the fastest, why: MOON runs on no stacked backend."""
+    assert compose_config([]).engine.name == "auto"
+    tiny = ["rounds=1", "num_clients=4", "algo.local_steps=1", "batch_size=8"]
+    with caplog.at_level(logging.INFO, logger="fedbn_bench"):
+        packed = run_experiment(compose_config(tiny), tmp_path / "bn")
+        moon = run_experiment(compose_config([*tiny, "algo=moon"]), tmp_path / "moon")
+    assert {k: packed[k] for k in ("engine", "engine_requested")} == {"engine": "packed", "engine_requested": "auto"}
+    assert "engine_fallback" not in packed
+    reason = moon["engine_fallback"]
+    assert moon["engine"] == "loop" and reason.startswith("not packed (") and "MOON" in reason
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("engine=")] == [
+        "engine=auto runs on packed", f"engine=auto runs on loop: {reason}"]
+    assert json.loads((tmp_path / "moon" / "summary.json").read_text())["engine_fallback"] == reason
+    assert ", engine loop, run dir" in summary_line(moon, tmp_path / "moon")
+
+
 @pytest.mark.parametrize("engine", ["vmap", "packed"])
 def test_stacked_backends_run_end_to_end_with_augmentation_and_dropout(engine, tmp_path):
     """Through the runner (augmentation on, fbn_cnn's dropout active): a complete run whose
     augmented batches are the loop's (same samples seen) and whose accuracy is in the same range."""
-    from fedbn_bench.runner import run_experiment
-
     common = ["model=fbn_cnn", "rounds=2", "eval_every=1", "dataset.augment=true", "num_clients=4",
               "clients_per_round=2"]
     loop = run_experiment(compose_config([*common, "engine=loop"]), tmp_path / "loop")

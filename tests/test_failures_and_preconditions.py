@@ -93,7 +93,7 @@ def test_a_failed_run_records_error_type_message_and_round(tmp_path):
     assert (summary["status"], summary["error_type"], summary["error"], summary["error_round"]) == (
         "failed", "RuntimeError", "boom in the backend", 2)
     assert read_run(tmp_path / "during").status_text == "failed (RuntimeError: boom in the backend, round 2)"
-    with mock.patch("fedbn_bench.runner.select_engine", side_effect=KeyError("engine")), pytest.raises(KeyError):
+    with mock.patch("fedbn_bench.runner.choose_engine", side_effect=KeyError("engine")), pytest.raises(KeyError):
         run_experiment(compose_config(TINY), tmp_path / "before")
     summary = json.loads((tmp_path / "before/summary.json").read_text())
     assert (summary["status"], summary["error_type"], summary["error_round"]) == ("failed", "KeyError", 0)

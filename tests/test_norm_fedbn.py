@@ -59,8 +59,9 @@ def sim(tmp_path_factory):
     """3 rounds, 3 of 5 feature-shifted clients (one per domain) per round."""
     mp = pytest.MonkeyPatch()
     mp.setattr(runner, "Simulation", Spy)
-    cfg = compose_config(["norm=fedbn", "model=simple_cnn", "partition=domains", f"num_clients={NUM_CLIENTS}",
-                          "clients_per_round=3", "rounds=3", "algo.local_steps=3", "eval_every=1"])
+    cfg = compose_config(["engine=loop", "norm=fedbn", "model=simple_cnn", "partition=domains",
+                          f"num_clients={NUM_CLIENTS}", "clients_per_round=3", "rounds=3", "algo.local_steps=3",
+                          "eval_every=1"])
     summary = run_experiment(cfg, tmp_path_factory.mktemp("fedbn"))
     mp.undo()
     assert summary["status"] == "completed"

@@ -29,7 +29,7 @@ from fedbn_bench.core.aggregation import AGGREGATORS
 from fedbn_bench.core.transforms import TRANSFORMS
 from fedbn_bench.engine.replicas import ReplicaGroup
 from fedbn_bench.engine.federation import ClientRecord, Federation, hold_out_validation
-from fedbn_bench.engine.select import select_engine
+from fedbn_bench.engine.select import choose_engine
 from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.engine.threads import apply_threads
@@ -183,7 +183,7 @@ def build_simulation(cfg: DictConfig, run_dir: str | Path, device: torch.device,
     name = " ".join([f"{cfg.norm.name}-{cfg.algo.name}-{cfg.partition.name}-s{cfg.seed}", ",".join(swept)]).strip()
     logger = make_logger(cfg.logger, Path(run_dir), config, name)
     batch_size = fed.algo.batch_size(cfg.batch_size, cfg.clients_per_round)
-    engine = select_engine(cfg.engine.name, fed, batch_size, cfg.clients_per_round, device, cfg.engine.channels_last)
+    engine = choose_engine(cfg.engine.name, fed, batch_size, cfg.clients_per_round, device, cfg.engine.channels_last)
     return Simulation(fed, settings, recorder, logger, engine=engine, config=config, aggregator=aggregator,
                       transforms=transforms, extra_metrics=metrics, statistics_aggregator=statistics_aggregator)
 

@@ -27,9 +27,12 @@ class RunLoop:
     """Runs the rounds of one simulation, evaluates every ``eval_every`` rounds, writes records."""
 
     def __init__(self, fed: Federation, store: ClientStore, rounds: RoundRunner, evaluator: Evaluator,
-                 settings: RunSettings, recorder: RunRecorder, logger: Logger, config: dict | None = None) -> None:
+                 settings: RunSettings, recorder: RunRecorder, logger: Logger, config: dict | None = None,
+                 engine: dict[str, str] | None = None) -> None:
+        """``engine``: the backend's record for the summary (``EngineChoice.record``)."""
         self.fed, self.store, self.rounds, self.evaluator, self.s = fed, store, rounds, evaluator, settings
         self.recorder, self.logger, self.config = recorder, logger, config
+        self.engine = engine or {}
         self.rounds_completed = 0
         self.train_seconds = 0.0
         self.history: list[dict[str, Any]] = []
@@ -155,6 +158,7 @@ class RunLoop:
             "wall_time_s": time.perf_counter() - self.start,
             "samples_per_s": self.rounds.samples_seen / self.train_seconds if self.train_seconds else 0.0,
             **({"threads": self.s.threads} if self.s.threads else {}),
+            **self.engine,
             **({"final_robust_acc": last["robust_acc"]} if "robust_acc" in last else {}),
             **({"train_macs_per_round": self.train_macs_per_round} if self.train_macs_per_round is not None else {}),
             **best_validation(self.history, (*REPORTED_AT_BEST, *self.evaluator.robust_attacks)),

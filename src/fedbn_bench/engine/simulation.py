@@ -24,6 +24,7 @@ from fedbn_bench.engine.federation import Federation
 from fedbn_bench.engine.options import to_channels_last
 from fedbn_bench.engine.round import RoundRunner
 from fedbn_bench.engine.run_loop import RunLoop
+from fedbn_bench.engine.select import EngineChoice
 from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.metrics.base import METRICS, Metric
 from fedbn_bench.records.loggers import Logger
@@ -58,13 +59,16 @@ class Simulation:
     """Runs the rounds of one federated simulation and writes its records."""
 
     def __init__(self, fed: Federation, settings: RunSettings, recorder: RunRecorder, logger: Logger,
-                 engine: str = "loop", config: Optional[dict[str, Any]] = None, aggregator: Optional[Aggregator] = None,
+                 engine: str | EngineChoice = "loop", config: Optional[dict[str, Any]] = None, aggregator: Optional[Aggregator] = None,
                  transforms: Sequence[UpdateTransform] = (), extra_metrics: Sequence[Metric] = (),
                  statistics_aggregator: Optional[Aggregator] = None) -> None:
-        """``engine`` is ``loop``, ``vmap`` or ``packed`` (already checked, see ``select.py``);
+        """``engine`` is ``loop``, ``vmap`` or ``packed`` (already checked), or the ``EngineChoice``
+        that picked it (``select.py``; its record goes into the summary);
         ``config`` (the resolved run config) is stored in checkpoints to check a resumption;
         ``extra_metrics`` are evaluated after the default ones (``default_metrics``)."""
         self.fed, self.s = fed, settings
+        choice = engine if isinstance(engine, EngineChoice) else EngineChoice(engine, engine)
+        engine = choice.backend
         model, algo, norm = fed.model, fed.algo, fed.norm
         if settings.channels_last and engine == "loop":
             to_channels_last(model)
@@ -84,7 +88,8 @@ class Simulation:
         robust = [METRICS.get("robust_accuracy")()] if fed.adversarial is not None and fed.adversarial.active else []
         metrics = distinct([*default_metrics(self.personalized), *extra_metrics, *robust])
         self.evaluator = Evaluator(fed, self.store, metrics, settings.eval_batch_size, settings.seed, batch_size)
-        self.loop = RunLoop(fed, self.store, self.rounds, self.evaluator, settings, recorder, logger, config)
+        self.loop = RunLoop(fed, self.store, self.rounds, self.evaluator, settings, recorder, logger, config,
+                            choice.record())
 
     def run_round(self, round_idx: int) -> Optional[torch.Tensor]:
         return self.rounds.run_round(round_idx)

@@ -54,13 +54,14 @@ def _format(value: Any) -> Any:
 
 
 def summary_line(summary: dict[str, Any], run_dir: str | Path) -> str:
-    """The one line a run ends with: status, final and best accuracy, rounds, run directory; a
-    diverged run adds the round it diverged at and what to try."""
+    """The one line a run ends with: status, final and best accuracy, rounds, the backend that
+    trained (``engine``), run directory; a diverged run adds the round it diverged at and what to try."""
     def pct(value: Any) -> str:
         return "n/a" if value is None else f"{100 * value:.2f}%"
 
     line = (f"{summary['status']}: final acc {pct(summary.get('final_test_acc'))}, "
-            f"best {pct(summary.get('best_test_acc'))}, rounds {summary['rounds_completed']}, run dir {run_dir}")
+            f"best {pct(summary.get('best_test_acc'))}, rounds {summary['rounds_completed']}, "
+            + (f"engine {summary['engine']}, " if "engine" in summary else "") + f"run dir {run_dir}")
     if summary["status"] == "diverged":
         line += (f"\n  the training loss became non-finite in round {summary['rounds_completed']}; try a lower "
                  "`lr`, gradient clipping (`algo.clip_grad_norm=10`) or less momentum (`algo.momentum`)")
