@@ -13,7 +13,7 @@
 #
 # Environment: WHEELS (default .whl), PYTHON (default python3), OUT (a folder to copy the check's
 # log, the tier's log and the tables to, at most 8 files, if set), SITE (install target, default
-# /tmp/fedbn-site).
+# /tmp/fedbn-site), RESULTS (where the logs and tables go, default results/bench).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +21,7 @@ WHEELS=${WHEELS:-.whl}
 PYTHON=${PYTHON:-python3}
 SITE=${SITE:-/tmp/fedbn-site}
 LIST=scripts/gpu_wheels.txt
-RESULTS=results/bench
+RESULTS=${RESULTS:-results/bench}
 PRESETS=(hbn_cifar10 fbn_cifar10 fedbn_digits)
 CONFIGS=typical,loop,loop_cl,vmap,packed,replicas
 BUDGET_S=480
@@ -48,7 +48,7 @@ wheel_of() {  # the wheel file in $WHEELS for NAME==VERSION, or nothing
 }
 
 bench_command() {  # the bench invocation of one preset
-    local command="$PYTHON scripts/bench.py --preset $1 --device cuda --configs $CONFIGS"
+    local command="$PYTHON scripts/bench.py --preset $1 --device cuda --configs $CONFIGS --out $RESULTS"
     echo "$command${BENCH_ARGS[$1]:+ ${BENCH_ARGS[$1]}}"
 }
 
@@ -110,8 +110,8 @@ install() {
 }
 
 check() {
-    step device "$DEVICE_S" - "$PYTHON" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print('GPU:', torch.cuda.get_device_name(0), 'torch', torch.__version__)" || return 1
-    install || return 1
+    step device "$DEVICE_S" - "$PYTHON" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print('GPU:', torch.cuda.get_device_name(0), 'torch', torch.__version__)" \
+        && install || { echo "gpu check: FAILED: ${failed[*]}"; return 1; }
     step "CUDA tier" "$TIER_S" "$TIER_LOG" "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider -n 8 \
         tests/test_cuda.py tests/test_data.py
     local preset
@@ -155,11 +155,13 @@ esac
 
 check_wheels || exit 1
 mkdir -p "$RESULTS"
+started=$(mktemp)
 check 2>&1 | tee "$LOG"
 status=${PIPESTATUS[0]}
 if [[ -n ${OUT:-} ]]; then
-    for file in "${OUTPUTS[@]}"; do
-        [[ -f $file ]] && cp "$file" "$OUT"/
+    for file in "${OUTPUTS[@]}"; do  # only what this check wrote, not a table committed earlier
+        [[ $file -nt $started ]] && cp "$file" "$OUT"/
     done
 fi
+rm -f "$started"
 exit "$status"

@@ -102,6 +102,22 @@ def bench_args(bench, processes: str):
                                     replicas=2, processes=processes)
 
 
+def test_out_gets_only_what_this_check_wrote(tmp_path):
+    """A check that stops early (here: no CUDA device) still leaves its log in ``OUT``, and no table
+    committed earlier passes for a new measurement."""
+    fake_wheels(tmp_path / "whl")
+    results, out = tmp_path / "results", tmp_path / "out"
+    results.mkdir()
+    out.mkdir()
+    (results / "gpu_hbn_cifar10.csv").write_text("an earlier table\n")
+    done = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                          env={**os.environ, "WHEELS": str(tmp_path / "whl"), "PYTHON": "false",
+                               "RESULTS": str(results), "OUT": str(out)})
+    assert done.returncode == 1 and "gpu check: FAILED: device" in done.stdout, done.stdout + done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["gpu_check.log"]
+    assert "step 'device': exit 1" in (out / "gpu_check.log").read_text()
+
+
 def test_a_bench_child_keeps_the_pythonpath_it_inherits(bench, monkeypatch):
     """Where the packages were installed with ``pip --target`` (a bare GPU machine), ``PYTHONPATH``
     is how a child finds them: the checkout's ``src`` goes first, the inherited path stays."""
