@@ -1,6 +1,6 @@
 """The notebooks under ``notebooks/`` execute top to bottom and are committed with their outputs:
-``quickstart.ipynb`` (a four-run sweep of three rounds on the embedded digits, the records read back,
-one figure) and ``claims.ipynb`` (one claim, its runs, verdict, chart and learning curves; only reads
+``quickstart.ipynb`` (naive BN vs FBN, two seeds each, ten rounds on the embedded digits, the records
+read back, the curve drawn by ``make_figures.py curve``) and ``claims.ipynb`` (one claim, its runs, verdict, chart and learning curves; only reads
 records, so it also runs where they are missing)."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def execute(name: str, parameters: str | None = None) -> list[dict]:
     if parameters is not None:
         cell = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
         cell.source = parameters
-    nbclient.NotebookClient(notebook, timeout=240, kernel_name="python3",
+    nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
@@ -40,7 +40,7 @@ def images(outputs: list[dict]) -> int:
 def test_quickstart_notebook_runs():
     outputs = execute("quickstart.ipynb")
     text = stream(outputs)
-    assert "quickstart/accuracy: wrote" in text and "| Naive BN | 2 | 2 | 3.0 |" in text
+    assert "| BN | 2 | 2 | 10 |" in text and "| FBN | 2 | 2 | 10 |" in text
     assert images(outputs)
 
 
@@ -50,6 +50,20 @@ def test_claims_notebook_follows_a_claim_to_its_verdict_and_chart():
     assert "fbn/fig3a_naive_collapses" in text and "naive BN collapses" in text and "FBN − naive ≥ 20" in text
     assert any(f"verdict: {v}\n" in text for v in ("holds", "fails", "not run"))
     assert images(outputs) >= 1  # the claim's committed chart, then the curves once runs exist
+
+
+def committed_text(name: str) -> str:
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    return "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+def test_committed_notebooks_show_what_the_current_code_gives():
+    """The outputs committed with the notebooks are today's: the claim count, the quickstart's sweep."""
+    from fedbn_bench.figures.claims import CLAIMS
+
+    rerun = "re-run the notebook and commit it with its outputs (nbclient.NotebookClient(...).execute(), as execute() here)"
+    assert f"({len(CLAIMS)} claims declared)" in committed_text("claims.ipynb"), rerun
+    assert "| FBN | 2 | 2 | 10 |" in committed_text("quickstart.ipynb"), rerun
 
 
 def test_claims_notebook_without_runs_says_not_run(tmp_path):

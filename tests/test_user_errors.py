@@ -49,7 +49,8 @@ def test_a_misspelt_choice_names_the_nearest_choices(argv, message):
 
 @pytest.mark.parametrize("argv", [
     ["norm=bn", "experiment=fbn/fig3a", "preset=null"], ["+experiment/hbn/table1_method=gn"], ["-m", "norm=bn,fbn"],
-    ["norm=choice(bn,fbn)"], ["dataset.root=/x"], ["hydra/launcher=joblib"],
+    ["norm=choice(bn,fbn)"], ["dataset.root=/x"], ["hydra/launcher=joblib"], ["--config-dir", "/mine", "norm=mine"],
+    ["hydra.searchpath=[file:///mine]", "norm=mine"],
 ])
 def test_existing_choices_and_sweep_syntax_pass(argv):
     assert unknown_choice(argv, CONF) is None

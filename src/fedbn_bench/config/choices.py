@@ -17,6 +17,10 @@ INTERNAL = ("hydra", "schema")
 SWEEP_SYNTAX = "()[]{}*$'\""
 """Characters of Hydra's sweep functions and interpolations: such a value is left to Hydra."""
 
+OTHER_CONFIGS = ("--config-dir", "-cd", "--config-path", "-cp", "--config-name", "-cn", "hydra.searchpath",
+                 "+hydra.searchpath", "++hydra.searchpath")
+"""Command-line options that make Hydra read configs from elsewhere than ``conf/``."""
+
 
 def public_groups(conf_dir: Path) -> list[str]:
     """The config groups a user picks from: the top-level folders of ``conf/`` but Hydra's."""
@@ -38,7 +42,10 @@ def user_choices(conf_dir: Path, group: str) -> list[str]:
 
 def unknown_choice(argv: Sequence[str], conf_dir: Path) -> Optional[str]:
     """The one-line error for the first ``group=value`` override whose value is not an option of
-    that group, naming the nearest options (``None`` when every choice exists)."""
+    that group, naming the nearest options (``None`` when every choice exists, or when another config
+    directory is searched too: then Hydra alone knows the options)."""
+    if any(arg.split("=")[0] in OTHER_CONFIGS for arg in argv):
+        return None
     for arg in argv:
         key, sep, value = arg.partition("=")
         group = key.lstrip("+~").split("@")[0]
