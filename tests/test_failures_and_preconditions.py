@@ -77,7 +77,7 @@ def test_a_round_where_nobody_trains_records_no_loss(tmp_path):
 
 def test_an_old_checkpoint_format_says_to_start_again(tmp_path):
     torch.save({"format": 1, "rounds_completed": 3}, tmp_path / FILENAME)
-    with pytest.raises(ConfigError, match="has format 1, this version reads format 2 only .* start the run again"):
+    with pytest.raises(ConfigError, match="has format 1, this version reads format 3 only .* start the run again"):
         load_checkpoint(tmp_path)
 
 
@@ -108,7 +108,7 @@ def test_a_sweep_lists_its_failed_jobs_at_the_end(tmp_path):
     result = cli("-m", "logger=none", "progress=false", *TINY, "rounds=1", "seed=0,-1", f"hydra.sweep.dir={tmp_path}")
     assert result.returncode == 1, result.stderr
     tail = result.stderr.strip().splitlines()[-2:]
-    assert tail[0] == f"1 failed job(s) in {tmp_path}:", result.stderr
+    assert tail[0] == f"1 job(s) did not complete in {tmp_path}:", result.stderr
     assert "seed=-1" in tail[1] and "ConfigError: seed=-1 is invalid" in tail[1] and "before the first round" in tail[1]
     statuses = sorted(json.loads(p.read_text())["status"] for p in tmp_path.glob("*/summary.json"))
     assert statuses == ["completed", "failed"]

@@ -47,7 +47,7 @@ def test_preset_composes_for_every_method(row):
     assert (cfg.num_clients, cfg.clients_per_round, cfg.batch_size, cfg.small_clients) == (100, 10, 4, "skip")
     assert (cfg.algo.momentum, cfg.algo.weight_decay, cfg.algo.clip_grad_norm) == (0.9, 0.0, 10)
     assert (cfg.algo.schedule.name, cfg.algo.schedule.decay, cfg.algo.local_epochs) == ("exponential", 0.998, 1)
-    assert (cfg.engine.name, cfg.logger.name, cfg.checkpoint_every) == ("auto", "none", 0)
+    assert (cfg.engine.name, cfg.logger.name, cfg.checkpoint_every) == ("auto", "none", cfg.eval_every)
 
 
 def fake_run(runs: Path, name: str, norm: dict, lr: float, summary: dict, accs: list[float],

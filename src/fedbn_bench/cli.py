@@ -17,9 +17,9 @@ __all__ = ["UserError", "command_line_error", "help_text", "missing_launcher", "
 LAUNCHER_PLUGINS = {
     "ray_cluster": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher"),
     "slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher"),
-    "joblib": ("hydra_plugins.hydra_joblib_launcher", "hydra-joblib-launcher"),
 }
-"""``hydra/launcher=<name>`` -> (the plugin's module, the package that provides it)."""
+"""``hydra/launcher=<name>`` -> (the plugin's module, the package that provides it); ``joblib`` is
+fedbn-bench's own launcher (``config/schema.py``: ``LocalLauncherConfig``), always there."""
 
 
 def missing_launcher(argv: Sequence[str]) -> Optional[str]:

@@ -14,3 +14,12 @@ class UserError(ValueError):
 
 class ConfigError(UserError):
     """An invalid configuration value (the message names the key and the allowed values)."""
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop asked for by a signal (SIGTERM from SLURM, ``timeout``, ``docker stop``), handled as
+    Ctrl-C is: the run records ``interrupted`` and exits with ``128 + signum``."""
+
+    def __init__(self, signum: int, name: str) -> None:
+        super().__init__(name)
+        self.signum, self.name = signum, name

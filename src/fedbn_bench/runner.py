@@ -39,6 +39,7 @@ from fedbn_bench.metrics import build_metric
 from fedbn_bench.models import build_model
 from fedbn_bench.norms import NormMethod, build_norm
 from fedbn_bench.partition import make_partition, partition_params, partition_table
+from fedbn_bench.records.atomic import atomic_write_text
 from fedbn_bench.records.loggers import make_logger
 from fedbn_bench.records.run_records import RunRecorder
 from fedbn_bench.robust.byzantine import build_byzantine, byzantine_labels
@@ -226,7 +227,8 @@ def prepare_run(cfg: DictConfig, run_dir: str | Path, device: torch.device, thre
         changed = config_differences(checkpoint["config"], config)
         if changed:
             raise ConfigError(f"resume={cfg.resume}: the config differs from the checkpointed run's at "
-                              f"{', '.join(changed)}; pass the run's original overrides")
+                              f"{', '.join(changed)}; drop those overrides (resume=<dir> alone takes the run's "
+                              "own config)")
     sim = build_simulation(cfg, run_dir, device, config)
     sim.s.threads = threads
     if checkpoint is not None:
@@ -262,7 +264,7 @@ def run_replicas(cfg: DictConfig, run_dir: Path, device: torch.device, threads: 
         "shared_backend": group.unshared is None,
         "replicas": summaries,
     }
-    (run_dir / "replicas.json").write_text(json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(run_dir / "replicas.json", json.dumps(summary, indent=2) + "\n")
     return summary
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
+from hydra.core.plugins import Plugins
 from omegaconf import MISSING
 from fedbn_bench.adversarial.training import AdversarialConfig
 from fedbn_bench.robust.byzantine import ByzantineConfig
@@ -93,19 +94,33 @@ class Config:
     count_macs: bool = False
     device: str = "auto"
     progress: bool = True
-    checkpoint_every: int = 0
+    checkpoint_every: int = 5
     resume: Optional[str] = None
+    overwrite: bool = False
+
+
+@dataclass
+class LocalLauncherConfig:
+    """``hydra/launcher=joblib``: fedbn-bench's local launcher in place of the joblib plugin's, with
+    joblib's ``n_jobs`` (jobs at once; <= 0: every core but ``-n_jobs - 1``) but each job in a
+    process of its own, so one killed job does not end the sweep
+    (``hydra_plugins/fedbn_bench_launcher/process_launcher.py``)."""
+    _target_: str = "hydra_plugins.fedbn_bench_launcher.process_launcher.ProcessLauncher"
+    n_jobs: int = -1
 
 
 def register_schemas() -> None:
-    """Store every schema in Hydra's ConfigStore (idempotent)."""
+    """Store every schema in Hydra's ConfigStore (idempotent), and ``LocalLauncherConfig`` as
+    ``hydra/launcher/joblib`` over the plugin's entry (the plugins are scanned first: they store theirs)."""
     from fedbn_bench.algorithms import ALGORITHMS
     from fedbn_bench.core.aggregation import AGGREGATORS
     from fedbn_bench.norms import NORMS
     from fedbn_bench.partition import PARTITIONS
 
+    Plugins.instance()
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
+    cs.store(group="hydra/launcher", name="joblib", node=LocalLauncherConfig, provider="fedbn_bench")
     cs.store(group="schema", name="byzantine", node=ByzantineConfig)
     cs.store(group="schema", name="adversarial", node=AdversarialConfig)
     for name, partition in PARTITIONS.items():

@@ -1,6 +1,7 @@
 """The run loop: the rounds' cadence, evaluation and records, divergence, checkpoints, summary."""
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any, Callable, Optional, Sequence
@@ -9,18 +10,21 @@ import torch
 from tqdm.auto import tqdm
 
 from fedbn_bench.algorithms.schedules import learning_rate
-from fedbn_bench.engine.checkpoint import plain_attributes, restore_attributes, save_checkpoint
+from fedbn_bench.engine.checkpoint import (check_data_fingerprint, data_fingerprint, plain_attributes,
+                                           restore_attributes, save_checkpoint)
 from fedbn_bench.engine.clients import ClientStore
 from fedbn_bench.engine.flops import flop_counter
 from fedbn_bench.engine.evaluator import Evaluator
 from fedbn_bench.engine.federation import Federation
 from fedbn_bench.engine.round import RoundRunner
 from fedbn_bench.engine.settings import RunSettings
-from fedbn_bench.errors import ConfigError
+from fedbn_bench.errors import ConfigError, Stopped
 from fedbn_bench.norms.base import NormMethod
 from fedbn_bench.records.loggers import Logger
 from fedbn_bench.records.run_records import RunRecorder
 from fedbn_bench.records.selection import REPORTED_AT_BEST, best_validation, selection_key
+
+log = logging.getLogger(__name__)
 
 
 class RunLoop:
@@ -43,6 +47,9 @@ class RunLoop:
         self.best_selection: dict[str, Any] | None = None
         """With ``evaluator.defers_robust_test``: the score and state (global and clients' local
         keys) of the best validation evaluation so far, robust-tested by ``finish``."""
+        self.checkpoint_round = 0
+        """The round of the last checkpoint written or restored (0: none)."""
+        self._data_fingerprint: str | None = None
         self.train_macs_per_round: float | None = None
         """MACs of one round's local training (FedRBN Tables 2 and 4, ``T``: with one local epoch
         and every user per round, the per-epoch cost), counted by ``torch.utils.flop_counter`` (``flops.py``)
@@ -77,13 +84,14 @@ class RunLoop:
                                                     or self.rounds_completed == s.rounds):
             self.elapsed = time.perf_counter() - self.start
             save_checkpoint(self.recorder.run_dir, self.checkpoint_state())
+            self.checkpoint_round = self.rounds_completed
         return diverged
 
-    def finish(self, status: str, failure: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Write and log the summary of the run, ended with ``status`` (``failure``: what a failed
-        run records of its exception, ``failure_record``)."""
+    def finish(self, status: str, cause: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Write and log the summary of the run, ended with ``status`` (``cause``: what a failed
+        run records of its exception, ``failure_record``, or the signal that stopped it)."""
         tested = self.best_round_robust_test() if status in ("completed", "diverged") else {}
-        summary = {**self.summary(status), **tested, **(failure or {})}
+        summary = {**self.summary(status), **tested, **(cause or {})}
         self.recorder.write_summary(summary)
         self.logger.finish(summary)
         return summary
@@ -113,6 +121,8 @@ class RunLoop:
         self.recorder.append_metrics(row)
         self.history.append(row)
         self.logger.log(row, step=round_number)
+        log.debug("round %d: %s", round_number, ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                                         for k, v in row.items() if k != "round"))
         return row
 
     def keep_if_best_selection(self, row: dict[str, float], global_state: dict | None) -> None:
@@ -162,8 +172,16 @@ class RunLoop:
             **({"final_robust_acc": last["robust_acc"]} if "robust_acc" in last else {}),
             **({"train_macs_per_round": self.train_macs_per_round} if self.train_macs_per_round is not None else {}),
             **best_validation(self.history, (*REPORTED_AT_BEST, *self.evaluator.robust_attacks)),
+            **({"checkpoint_round": self.checkpoint_round} if self.checkpoint_round else {}),
             **self.s.labels,
         }
+
+    @property
+    def data_fingerprint(self) -> str:
+        """The fingerprint of the run's data (``checkpoint.data_fingerprint``), computed once."""
+        if self._data_fingerprint is None:
+            self._data_fingerprint = data_fingerprint(self.fed.data)
+        return self._data_fingerprint
 
     # -- checkpoints ---------------------------------------------------------------------------
     def checkpoint_state(self) -> dict[str, Any]:
@@ -174,6 +192,7 @@ class RunLoop:
             rng["cuda"] = torch.cuda.get_rng_state_all()
         return {
             "config": self.config,
+            "data_fingerprint": self.data_fingerprint,
             "rounds_completed": self.rounds_completed,
             "store": self.store.state_dict(),
             "algo_state": plain_attributes(self.fed.algo),
@@ -191,10 +210,13 @@ class RunLoop:
         }
 
     def restore(self, state: dict[str, Any]) -> None:
-        """Continue from a checkpoint: restore every piece of ``checkpoint_state`` and rewrite
-        metrics.csv with the rows recorded up to the checkpoint (later rows are dropped: they
-        will be recorded again)."""
-        self.rounds_completed = state["rounds_completed"]
+        """Continue from a checkpoint (on the same data: its fingerprint is checked): restore
+        every piece of ``checkpoint_state``, rewrite metrics.csv with the rows recorded up to the
+        checkpoint (later rows are dropped: they will be recorded again) and log those rows again
+        (a W&B run resumed under its id then holds the whole history even where the killed
+        process never flushed its own)."""
+        check_data_fingerprint(self.recorder.run_dir, state["data_fingerprint"], self.data_fingerprint)
+        self.rounds_completed = self.checkpoint_round = state["rounds_completed"]
         self.store.load_state_dict(state["store"])
         restore_attributes(self.fed.algo, state["algo_state"])
         restore_attributes(self.fed.norm, state["norm_state"])
@@ -210,6 +232,7 @@ class RunLoop:
         for row in state["history"]:
             self.recorder.append_metrics(row)
             self.history.append(row)
+            self.logger.log(row, step=row["round"])
 
 
 TrainRound = Callable[[list[int], int], list[Optional[torch.Tensor]]]
@@ -221,11 +244,13 @@ def drive(loops: Sequence[RunLoop], train_round: TrainRound, progress: bool, des
     """Drive ``loops`` (one run, or replicas in lockstep, ``replicas.py``) from their first remaining
     round to the last, and return their summaries. After each round every trained loop records
     (``after_round``). A loop that diverges stops there and the others go on. Each summary is
-    written with the status that ended its loop: completed, diverged, interrupted (Ctrl-C) or failed
-    (the exception is raised after the summaries are written)."""
+    written with the status that ended its loop: completed, diverged, interrupted (Ctrl-C, or a
+    signal raised as ``Stopped``: the round under way is abandoned, ``stopped_by`` names the signal)
+    or failed (the exception is raised after the summaries are written)."""
     start, total = loops[0].rounds_completed, loops[0].s.rounds
     status = ["running"] * len(loops)
     failure: dict[str, Any] = {}
+    stop: dict[str, Any] = {}
     round_idx = start
     for loop in loops:
         loop.begin()
@@ -247,15 +272,17 @@ def drive(loops: Sequence[RunLoop], train_round: TrainRound, progress: bool, des
             if len(loops) == 1 and loops[0].last:
                 bar.set_postfix(acc=f"{loops[0].last['test_acc']:.3f}", loss=f"{loops[0].last['train_loss']:.3f}")
         status = ["completed" if st == "running" else st for st in status]
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         status = ["interrupted" if st == "running" else st for st in status]
+        stop = {"stopped_by": err.name if isinstance(err, Stopped) else "SIGINT"}
     except Exception as err:
         status = ["failed" if st == "running" else st for st in status]
         failure = failure_record(err, round_idx + 1)
         raise
     finally:
         bar.close()
-        summaries = [loop.finish(st, failure if st == "failed" else None) for loop, st in zip(loops, status)]
+        summaries = [loop.finish(st, failure if st == "failed" else stop if st == "interrupted" else None)
+                     for loop, st in zip(loops, status)]
     return summaries
 
 

@@ -6,8 +6,11 @@ the network.
 """
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import Any, Protocol
+
+from fedbn_bench.records.atomic import atomic_write_text
 
 
 class Logger(Protocol):
@@ -25,13 +28,16 @@ class NullLogger:
 
 
 class WandbLogger:
-    """Mirrors the evaluation rows and the summary to a W&B run stored in ``run_dir/wandb``."""
+    """Mirrors the evaluation rows and the summary to a W&B run stored in ``run_dir/wandb``; its id
+    is kept in ``run_dir/wandb_id``, so a resumed run continues the same W&B run."""
 
     def __init__(self, cfg: Any, run_dir: Path, config: dict[str, Any], name: str) -> None:
         import wandb
 
         self._wandb = wandb
         self.run = wandb.init(
+            id=run_id(run_dir),
+            resume="allow",
             project=cfg.project,
             entity=cfg.entity,
             mode=cfg.mode,
@@ -52,6 +58,15 @@ class WandbLogger:
         self.run.finish(exit_code=0 if summary.get("status") == "completed" else 1)
 
 
+def run_id(run_dir: Path) -> str:
+    """The W&B run id kept in ``run_dir/wandb_id`` (a new random one, written atomically, the first time)."""
+    path = run_dir / ID_FILE
+    if not path.exists():
+        atomic_write_text(path, secrets.token_hex(4) + "\n")
+    return path.read_text().strip()
+
+
+ID_FILE = "wandb_id"
 LOGGERS = ("wandb", "none")
 
 

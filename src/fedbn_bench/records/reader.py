@@ -78,7 +78,10 @@ def read_run(path: str | Path) -> RunRecord:
         record.overrides = [str(o) for o in OmegaConf.load(overrides)]
     summary = path / "summary.json"
     if summary.exists():
-        record.summary = json.loads(summary.read_text())
+        try:
+            record.summary = json.loads(summary.read_text())
+        except ValueError as err:
+            raise ValueError(f"{summary} is not valid JSON ({err}): a broken record") from None
     metrics = path / "metrics.csv"
     if metrics.exists():
         with metrics.open() as f:

@@ -1,17 +1,21 @@
 """The run-output contract: ``metrics.csv``, ``summary.json`` and ``partition.csv`` in the run dir.
 
-Figure and table scripts read only these files. ``metrics.csv`` is appended and flushed after each
-evaluation, so a run that diverges, is interrupted or crashes keeps every row it produced.
+Figure and table scripts read only these files. Each is written atomically (``atomic.py``):
+``metrics.csv`` is rewritten with every evaluation's row, so a run that diverges, is interrupted,
+crashes or meets a full disk keeps every row it produced, and ``summary.json`` is whole or absent.
 """
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from fedbn_bench.records.atomic import atomic_write_text
 
 METRIC_COLUMNS = ("round", "test_acc", "test_loss", "train_loss", "lr", "wall_s")
 STATUSES = ("running", "completed", "diverged", "interrupted", "failed")
@@ -26,25 +30,26 @@ class RunRecorder:
         self.metrics_path = self.run_dir / "metrics.csv"
         self.summary_path = self.run_dir / "summary.json"
         self._columns: list[str] | None = None
+        self._rows: list[list[Any]] = []
 
     def write_partition(self, table: pd.DataFrame) -> None:
-        table.to_csv(self.run_dir / "partition.csv")
+        atomic_write_text(self.run_dir / "partition.csv", table.to_csv())
 
     def append_metrics(self, row: dict[str, Any]) -> None:
-        """Append one evaluation row; the first row fixes the columns (contract columns first)."""
+        """Add one evaluation row (the file is rewritten atomically with it); the first row fixes
+        the columns (contract columns first)."""
         if self._columns is None:
-            extra = [k for k in row if k not in METRIC_COLUMNS]
-            self._columns = [*METRIC_COLUMNS, *extra]
-            with self.metrics_path.open("w", newline="") as f:
-                csv.writer(f).writerow(self._columns)
-        with self.metrics_path.open("a", newline="") as f:
-            csv.writer(f).writerow([_format(row.get(k)) for k in self._columns])
+            self._columns = [*METRIC_COLUMNS, *(k for k in row if k not in METRIC_COLUMNS)]
+        self._rows.append([_format(row.get(k)) for k in self._columns])
+        text = io.StringIO()
+        csv.writer(text).writerows([self._columns, *self._rows])
+        atomic_write_text(self.metrics_path, text.getvalue())
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         if summary.get("status") not in STATUSES:
             raise ValueError(f"summary status must be one of {STATUSES}")
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in summary.items()}
-        self.summary_path.write_text(json.dumps(clean, indent=2) + "\n")
+        atomic_write_text(self.summary_path, json.dumps(clean, indent=2) + "\n")
 
 
 def _format(value: Any) -> Any:

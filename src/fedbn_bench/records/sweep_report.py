@@ -1,8 +1,10 @@
-"""The end of a ``-m`` sweep: its failed jobs, each with the error its ``summary.json`` recorded.
+"""The end of a ``-m`` sweep: its jobs that did not complete, each with what its records say.
 
 ``FailedJobsReport`` is a Hydra callback (``hydra.callbacks`` in ``conf/config.yaml``): after the
-last job it reads the summaries under the sweep directory, prints one line per failed job (its
-directory, error type, message and round) and ends the sweep with exit status 1 when any failed.
+last job it reads the summaries under the sweep directory and prints one line per job that failed
+(its directory, error type, message and round), diverged, was interrupted, has no ``summary.json``
+(its process was killed, or its disk filled) or an unreadable one (the file is named); it then ends
+the sweep with exit status 1.
 """
 from __future__ import annotations
 
@@ -14,27 +16,48 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 
-def failed_jobs(sweep_dir: str | Path) -> list[str]:
-    """One line per run under ``sweep_dir`` whose ``summary.json`` says ``failed``."""
-    lines = []
-    for path in sorted(Path(sweep_dir).glob("**/summary.json")):
+def job_dirs(sweep_dir: str | Path) -> list[Path]:
+    """The run directories of a sweep: each directory with ``.hydra`` or ``summary.json``, a
+    ``replicas=k`` job's ``seed_<s>`` directories in place of the job's own."""
+    root = Path(sweep_dir)
+    dirs = {p.parent for p in root.glob("**/summary.json")} | {p.parent for p in root.glob("**/.hydra")}
+    return sorted(dirs - {p.parent for p in root.glob("**/replicas.json")} - {root})
+
+
+def unfinished_jobs(sweep_dir: str | Path) -> list[str]:
+    """One line per run under ``sweep_dir`` that did not complete (see the module docstring)."""
+    return [f"{d.relative_to(sweep_dir)}: {problem}" for d in job_dirs(sweep_dir)
+            if (problem := job_problem(d)) is not None]
+
+
+def job_problem(run_dir: Path) -> str | None:
+    """What went wrong in ``run_dir`` (``None``: it completed)."""
+    path = run_dir / "summary.json"
+    if not path.exists():
+        return "no summary.json (its process was killed or could not write)"
+    try:
         summary = json.loads(path.read_text())
-        if summary.get("status") != "failed":
-            continue
+    except (OSError, ValueError) as err:
+        return f"{path} is unreadable ({type(err).__name__}: {err})"
+    status = summary.get("status")
+    if status == "completed":
+        return None
+    if status == "failed":
         where = f"round {summary['error_round']}" if summary.get("error_round") else "before the first round"
-        error = f"{summary.get('error_type', 'error')}: {summary.get('error', 'no message recorded')}"
-        lines.append(f"{path.parent.relative_to(sweep_dir)}: {error} ({where})")
-    return lines
+        return f"{summary.get('error_type', 'error')}: {summary.get('error', 'no message recorded')} ({where})"
+    if status == "interrupted":
+        return f"interrupted by {summary.get('stopped_by', 'a signal')} after round {summary.get('rounds_completed')}"
+    return f"{status} after round {summary.get('rounds_completed')}"
 
 
 class FailedJobsReport(Callback):
-    """Lists the sweep's failed jobs after its last job (see the module docstring)."""
+    """Lists the sweep's jobs that did not complete after its last job (see the module docstring)."""
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        lines = failed_jobs(config.hydra.sweep.dir)
+        lines = unfinished_jobs(config.hydra.sweep.dir)
         if not lines:
             return
-        print(f"{len(lines)} failed job(s) in {config.hydra.sweep.dir}:", file=sys.stderr)
+        print(f"{len(lines)} job(s) did not complete in {config.hydra.sweep.dir}:", file=sys.stderr)
         for line in lines:
             print(f"  {line}", file=sys.stderr)
         sys.exit(1)
