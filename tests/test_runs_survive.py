@@ -214,6 +214,17 @@ def test_ctrl_c_stops_the_whole_sweep(tmp_path):
     assert summary(next(tmp_path.glob("0_*")))["status"] == "interrupted"
 
 
+def test_sigterm_stops_a_parallel_sweep_and_each_running_job_records_it(tmp_path):
+    proc = start("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *SMALL, "rounds=200", "eval_every=1",
+                 "engine.threads=1", "seed=0,1,2", f"hydra.sweep.dir={tmp_path}")
+    wait_for(lambda: len(list(tmp_path.glob("*/metrics.csv"))) == 2, proc, "two training jobs")
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    jobs = sorted(tmp_path.glob("[0-9]_*"))
+    assert len(jobs) == 2 and {summary(d)["stopped_by"] for d in jobs} == {"SIGTERM"}
+
+
 def report(sweep_dir: Path) -> None:
     FailedJobsReport().on_multirun_end(SimpleNamespace(hydra=SimpleNamespace(sweep=SimpleNamespace(dir=str(sweep_dir)))))
 

@@ -27,11 +27,12 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from fedbn_bench.errors import Stopped
 from fedbn_bench.records.run_records import RunRecorder
 
 log = logging.getLogger(__name__)
 STOPPED = "stopped"
-"""What a job's process sends instead of its result when Ctrl-C or SIGTERM stopped it."""
+"""What a job's process sends instead of its result when Ctrl-C or SIGTERM stopped it (with the signal's number)."""
 
 
 class ProcessLauncher(Launcher):
@@ -67,8 +68,8 @@ class ProcessLauncher(Launcher):
                     idx, process, job_config = running.pop(conn)
                     result = _receive(conn)
                     process.join()
-                    if result == STOPPED:
-                        raise KeyboardInterrupt
+                    if isinstance(result, tuple) and result[0] == STOPPED:
+                        raise Stopped(result[1], signal.Signals(result[1]).name)
                     results[idx] = result if result is not None else _died(job_config, process.exitcode)
         except KeyboardInterrupt:
             _stop_all([process for _, process, _ in running.values()])
@@ -90,13 +91,13 @@ class ProcessLauncher(Launcher):
 
 
 def _run(writer: Connection, job_config: DictConfig, hydra_context: HydraContext, task_function: TaskFunction) -> None:
-    """The body of a job's process: the job, its result sent back (``STOPPED`` when stopped)."""
+    """The body of a job's process: the job, its result sent back (``(STOPPED, signum)`` when stopped)."""
     try:
         HydraConfig.instance().set_config(job_config)
         result: Any = run_job(hydra_context=hydra_context, task_function=task_function, config=job_config,
                               job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
-    except KeyboardInterrupt:
-        result = STOPPED
+    except KeyboardInterrupt as err:
+        result = (STOPPED, err.signum if isinstance(err, Stopped) else signal.SIGINT)
     try:
         writer.send(result)
     except Exception as err:  # an exception that does not pickle: send its text
