@@ -2,8 +2,9 @@
 # Runs the longest claims that had not converged on the CPU (results/CLAIMS.md: "fails (not converged)", and
 # the declared hbn/table1_phi0.6_100_rounds) at the paper's length on a GPU, at most 8 minutes a call: each call
 # runs the plan's jobs in order, skips a job whose run directory already holds a completed summary.json, starts a
-# job only when its estimate fits what is left of the call's budget, and stops it at the budget (an unfinished
-# job runs again from the start on the next call). Call it again until the dry run says nothing is left.
+# job only when its estimate fits what is left of the call's budget, and stops it at the budget (`timeout`'s
+# SIGTERM: an unfinished job resumes from its last checkpoint on the next call, resume=auto, docs/runs.md).
+# Call it again until the dry run says nothing is left.
 # The data travels with the tree: data/FashionMNIST/raw (python scripts/download_data.py fashion_mnist --from
 # /usr/share/datasets/fashion-mnist --root data), carried with the working tree to the GPU machine.
 #
@@ -49,7 +50,7 @@ left=$BUDGET
 start=$(date +%s)
 echo "gpu_claims: budget $BUDGET s this call (at most $LIMIT), device $DEVICE"
 while IFS='|' read -r name estimate dir overrides; do
-    command="$PYTHON run.py $overrides device=$DEVICE engine.threads=1 hydra.run.dir=$ROOT/$dir"
+    command="$PYTHON run.py $overrides device=$DEVICE engine.threads=1 hydra.run.dir=$ROOT/$dir resume=auto"
     if done_run "$dir"; then
         echo "done    $name (estimate $estimate s): $command"
         continue

@@ -50,7 +50,7 @@ def test_the_plan_fits_the_budget_and_every_job_composes_into_its_sweep_director
     assert sum(e for state, _, e, _ in jobs if state == "run") <= 480
     assert jobs[0][1].startswith("hbn/table1 phi 0.6 100 rounds") and jobs[0][0] == "run"
     for _, name, _, command in jobs:
-        overrides = [w for w in command if not w.startswith(("hydra.run.dir=", "device=", "engine.threads="))]
+        overrides = [w for w in command if not w.startswith(("hydra.run.dir=", "device=", "engine.threads=", "resume="))]
         run_dir = next(w for w in command if w.startswith("hydra.run.dir=")).split("=", 1)[1]
         cfg = compose_config(overrides, return_hydra_config=True)
         assert run_dir == f"{tmp_path}/{cfg.hydra.sweep.dir}/{subdir(cfg, overrides)}", name
