@@ -60,3 +60,13 @@ def test_quoted_presets_exist(page: Path) -> None:
     names = set(EXPERIMENT.findall(page.read_text())) - {"<preset>"}
     missing = sorted(n for n in names if not (ROOT / "conf" / "experiment" / f"{n}.yaml").is_file())
     assert not missing, f"{page.name} quotes presets that conf/experiment/ lacks: {missing}"
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_links_between_pages_resolve(page: Path) -> None:
+    targets = [t.split("#")[0] for t in LINK.findall(page.read_text()) if "://" not in t and not t.startswith("#")]
+    broken = sorted({t for t in targets if t and not (page.parent / t).exists()})
+    assert not broken, f"{page.name} links to files that do not exist: {broken}"
