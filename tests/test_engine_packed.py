@@ -79,8 +79,9 @@ def test_packed_forward_equals_each_clients_forward_in_training_mode():
 def test_sgd_step_equals_torch_optim_sgd(layout):
     """Two momentum-SGD steps of 2 stacked clients (one with a started buffer from momentum
     carry, one starting from zero, which must equal torch's fresh buffer) against
-    torch.optim.SGD per client, including permuted (channels-last) stacks, on which torch's fused
-    kernel is wrong unless it sees them in memory order."""
+    torch.optim.SGD per client, including permuted (channels-last) stacks whose gradients arrive
+    contiguous, on which torch's fused kernel is wrong unless the gradient is first put in the
+    weight's layout."""
     torch.manual_seed(0)
     shape = (2, 8, 3, 3, 5)
     p = torch.randn(shape) if layout == "contiguous" else torch.randn(2, 8, 3, 5, 3).permute(0, 1, 2, 4, 3)

@@ -9,6 +9,7 @@ import contextlib
 import copy
 import dataclasses
 import json
+import logging
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -32,6 +33,7 @@ from fedbn_bench.engine.federation import ClientRecord, Federation, hold_out_val
 from fedbn_bench.engine.select import choose_engine
 from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.engine.simulation import Simulation
+from fedbn_bench.engine.graphs import check_mode, run_reason
 from fedbn_bench.engine.threads import apply_threads
 from fedbn_bench.engine.run_loop import failure_record
 from fedbn_bench.errors import ConfigError, UserError
@@ -43,6 +45,8 @@ from fedbn_bench.records.atomic import atomic_write_text
 from fedbn_bench.records.loggers import make_logger
 from fedbn_bench.records.run_records import RunRecorder
 from fedbn_bench.robust.byzantine import build_byzantine, byzantine_labels
+
+log = logging.getLogger("fedbn_bench")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -196,6 +200,9 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, jobs_at_once: int = 1) 
     validate_config(cfg)
     threads = apply_threads(cfg.engine.threads, jobs_at_once)
     device = resolve_device(cfg.device)
+    check_mode(cfg.engine.cuda_graphs, device)
+    log.info("engine.cuda_graphs=%s: eager local steps (%s)", cfg.engine.cuda_graphs,
+             run_reason(cfg.engine.cuda_graphs, device))
     if cfg.replicas > 1:
         return run_replicas(cfg, Path(run_dir), device, threads)
     with failure_recorded(run_dir):

@@ -211,12 +211,15 @@ def clip_by_total_norm(grads: State, max_norm: float, norm_out: torch.Tensor) ->
     """``torch.nn.utils.clip_grad_norm_`` per client: each client's gradients scaled by
     ``min(1, max_norm / (‖g‖₂ + 1e-6))``, ``‖g‖₂`` over all its tensors, written to ``norm_out``
     (shape ``()`` for one client, ``(n,)`` for a stack, which tells the two apart). The gradients
-    are the step's own (fresh from autograd or from an earlier hook) and are scaled in place."""
+    are the step's own (fresh from autograd or from an earlier hook) and are scaled in place, in
+    one ``foreach`` operation (the scale shaped once per number of axes)."""
     total = total_norm(grads, norm_out.dim()) if grads else torch.zeros_like(norm_out)
     norm_out.copy_(total)
     scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
-    for g in grads.values():
-        g.mul_(per_client(scale, g))
+    values = list(grads.values())
+    shaped = {dim: per_client(scale, g) for dim, g in {g.dim(): g for g in values}.items()}
+    if values:
+        torch._foreach_mul_(values, [shaped[g.dim()] for g in values])
     return grads
 
 

@@ -49,6 +49,7 @@ class EngineConfig:
     name: str = "loop"
     channels_last: bool = False
     threads: Any = "auto"
+    cuda_graphs: str = "auto"
 
 
 @dataclass

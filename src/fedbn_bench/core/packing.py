@@ -49,7 +49,15 @@ class PackedLayer(nn.Module):
     It has the same parameter and buffer names as ``source`` (placeholders, replaced by the
     stacked tensors in ``functional_call``), and reads ``source``'s settings at call time, so
     switches a norm method sets on the model (FixBN's stage II) reach it.
+
+    Its forward accepts each tensor stacked (``(n, *shape)``) or in the *packed form* ``pack``
+    gives, a view of the stack with the same elements in the same order (``(n * C,)`` for the
+    per-channel tensors named in ``flat_names``), which ``engine=packed`` makes once per round
+    instead of once per step (a small step is bound by the host issuing operations).
     """
+
+    flat_names: tuple[str, ...] = ()
+    """The per-channel tensors ``(n, C)`` that the forward reads flat (``flat``)."""
 
     def __init__(self, source: nn.Module) -> None:
         super().__init__()
@@ -65,25 +73,47 @@ class PackedLayer(nn.Module):
         in-place statistics updates land in the stack), or ``None`` when the layer has none
         (absent parameters may also be plain ``None`` attributes)."""
         t = getattr(self, name, None)
-        return None if t is None else t.view(-1)
+        return t if t is None or t.dim() == 1 else t.view(-1)
+
+    def pack(self, name: str, stacked: torch.Tensor) -> torch.Tensor:
+        """Tensor ``name``'s packed form: a view of ``stacked`` that the forward reads without a
+        layout operation (``.view(stacked.shape)`` turns it, or its gradient, back)."""
+        return stacked.view(-1) if name in self.flat_names else stacked
 
 
 @register_packing_rule(nn.Conv2d)
 class PackedConv2d(PackedLayer):
+    """The clients' filters as the ``n * groups`` groups of one convolution; packed form of the
+    weight ``(n * C_out, C_in / groups, k, k)``."""
+
+    flat_names = ("bias",)
+
+    def pack(self, name: str, stacked: torch.Tensor) -> torch.Tensor:
+        return stacked.flatten(0, 1) if name == "weight" else super().pack(name, stacked)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s, w = self.source, self.weight
-        return F.conv2d(x, w.reshape(-1, *w.shape[2:]), self.flat("bias"), s.stride, s.padding, s.dilation,
-                        s.groups * w.shape[0])
+        w = w if w.dim() == 4 else w.flatten(0, 1)
+        return F.conv2d(x, w, self.flat("bias"), s.stride, s.padding, s.dilation,
+                        s.groups * (w.shape[0] // s.out_channels))
 
 
 @register_packing_rule(nn.Linear)
 class PackedLinear(PackedLayer):
+    """One batched product over the client axis; packed form of the bias ``(n, 1, out)``."""
+
+    def pack(self, name: str, stacked: torch.Tensor) -> torch.Tensor:
+        return stacked.unsqueeze(1) if name == "bias" else stacked
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.weight
+        w, b = self.weight, self.bias
         n, out_features, in_features = w.shape
         lead = x.shape[:-1]
         h = self.prepare(x.reshape(-1, n, in_features).transpose(0, 1))
-        y = torch.bmm(h, w.transpose(1, 2)) if self.bias is None else torch.baddbmm(self.bias.unsqueeze(1), h, w.transpose(1, 2))
+        if b is None:
+            y = torch.bmm(h, w.transpose(1, 2))
+        else:
+            y = torch.baddbmm(b if b.dim() == 3 else b.unsqueeze(1), h, w.transpose(1, 2))
         return y.transpose(0, 1).reshape(*lead, n * out_features)
 
     def prepare(self, h: torch.Tensor) -> torch.Tensor:
@@ -96,6 +126,8 @@ class PackedBatchNorm(PackedLayer):
     """``nn.BatchNorm1d/2d`` over ``n * C`` channels, as ``_BatchNorm.forward``: a channel's batch
     and running statistics come from its own client's batch only."""
 
+    flat_names = ("weight", "bias", "running_mean", "running_var")
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s = self.source
         weight, bias, mean, var = (self.flat(k) for k in ("weight", "bias", "running_mean", "running_var"))
@@ -103,13 +135,16 @@ class PackedBatchNorm(PackedLayer):
             self.num_batches_tracked.add_(1)
         batch_stats = self.training or mean is None
         keep = not self.training or s.track_running_stats
-        return F.batch_norm(x, mean if keep else None, var if keep else None, weight, bias, batch_stats,
-                            s.momentum, s.eps)
+        # F.batch_norm's own kernel, without the empty reserve tensor its wrapper allocates per call
+        return torch.native_batch_norm(x, weight, bias, mean if keep else None, var if keep else None, batch_stats,
+                                       s.momentum, s.eps)[0]
 
 
 @register_packing_rule(nn.GroupNorm)
 class PackedGroupNorm(PackedLayer):
     """``GroupNorm(g, C)`` as ``GroupNorm(n * g, n * C)``."""
+
+    flat_names = ("weight", "bias")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s = self.source

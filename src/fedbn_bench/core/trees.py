@@ -28,10 +28,11 @@ def unstack_tree(tree: Tree, i: int) -> Tree:
 
 def prefix(tree: Tree, n: Optional[int]) -> Tree:
     """Views of the first ``n`` clients of a stacked tree (``n=None``: the tree itself, one
-    client). In-place updates of the views land in the stack."""
+    client); a stack of exactly ``n`` clients is itself, so that a step of every client issues no
+    slicing operations. In-place updates of the views land in the stack."""
     if n is None:
         return tree
-    return tree_map(lambda t: t[:n], tree)
+    return tree_map(lambda t: t if len(t) == n else t[:n], tree)
 
 
 def per_client(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -43,8 +44,16 @@ def per_client(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 def total_norm(tensors: dict[str, torch.Tensor], lead: int) -> torch.Tensor:
     """Each client's L2 norm over all of ``tensors`` (``lead`` = 0: one client, a scalar; 1: a
     stack, shape ``(n,)``): the norm of the per-tensor norms, as ``torch.nn.utils.clip_grad_norm_``
-    computes it. Each norm is one reduction over the tensor as it lies in memory, with no squared
-    or flattened copy (the gradients of a large linear layer are tens of MB per step)."""
-    per_tensor = [torch.linalg.vector_norm(t, dim=tuple(range(lead, t.dim())) if lead else None)
-                  for t in tensors.values()]
-    return torch.linalg.vector_norm(torch.stack(per_tensor), dim=0)
+    computes it, in few operations (a step is bound by the host issuing them): one client's
+    tensors in one ``foreach`` norm; a stack's per-channel tensors ``(n, C)`` (biases, norm
+    layers' affine parameters) concatenated into one norm, each larger tensor reduced as it lies
+    in memory, with no squared or flattened copy (the gradients of a large linear layer are tens
+    of MB per step)."""
+    values = list(tensors.values())
+    if not lead:
+        return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(values)))
+    per_channel = [t for t in values if t.dim() == 2]
+    norms = [torch.linalg.vector_norm(t, dim=tuple(range(1, t.dim()))) for t in values if t.dim() != 2]
+    if per_channel:
+        norms.append(torch.linalg.vector_norm(torch.cat(per_channel, dim=1), dim=1))
+    return torch.linalg.vector_norm(torch.stack(norms), dim=0)

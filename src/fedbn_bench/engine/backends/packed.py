@@ -39,7 +39,8 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from fedbn_bench.core.packing import PACKING_RULES, PER_CHANNEL
+from fedbn_bench.core.packing import PACKING_RULES, PER_CHANNEL, PackedLayer
+from fedbn_bench.core.trees import prefix
 from fedbn_bench.core.updates import State
 from fedbn_bench.engine.backends.base import TrainingContext
 from fedbn_bench.engine.backends.stacked import StackedBackend
@@ -141,6 +142,11 @@ class PackedBackend(StackedBackend):
         self.packed = packed_copy(ctx.model)
         self.runner = self.packed
         self.channels_last = ctx.train.x.dim() == 4
+        self.layers = {f"{name}.{k}" if name else k: (module, k) for name, module in self.packed.named_modules()
+                       if isinstance(module, PackedLayer) for k in (*module._parameters, *module._buffers)}
+        self.forms: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.ones: dict[tuple[int, torch.dtype], torch.Tensor] = {}
+        self.inputs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def empty_stack(self, count: int, like: torch.Tensor) -> torch.Tensor:
         """Layouts that spare a copy per step: convolution weights ``(n, cout, cin, k, k)`` stored
@@ -157,14 +163,53 @@ class PackedBackend(StackedBackend):
         return super().empty_stack(count, like)
 
     def logits(self, state: State, x: torch.Tensor) -> torch.Tensor:
-        return unpack_output(functional_call(self.packed, state, (pack_input(x, self.channels_last),)), x.shape[0])
+        return unpack_output(functional_call(self.packed, state, (self.packed_input(x),)), x.shape[0])
+
+    def empty_batches(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        """Labels ``(clients, steps, B)`` step-major, ``(steps, clients, B)`` in memory: a step's
+        labels of all clients are one contiguous block, which the loss flattens without a copy."""
+        if len(shape) == 3:
+            return like.new_zeros((shape[1], shape[0], shape[2])).transpose(0, 1)
+        return super().empty_batches(shape, like)
+
+    def step_batches(self, x: torch.Tensor, y: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The stacked backend's step batches; their packed inputs are made here for the whole
+        round at once (one ``pack_input`` of all steps' samples, each step's input a view of it)."""
+        steps = super().step_batches(x, y)
+        packed = pack_input(x.flatten(1, 2), self.channels_last)  # every step's B samples as one batch
+        per_step = packed.view(len(steps), x.shape[2], *packed.shape[1:]).unbind()
+        self.inputs = {id(xb): (xb, p) for (xb, _), p in zip(steps, per_step)}
+        return steps
+
+    def packed_input(self, x: torch.Tensor) -> torch.Tensor:
+        """``pack_input(x)``, made once per round for a step's batches of all clients."""
+        known = self.inputs.get(id(x))
+        return known[1] if known is not None and known[0] is x else pack_input(x, self.channels_last)
+
+    def packed_forms(self, state: State) -> State:
+        """``state``'s tensors in their layers' packed forms (``PackedLayer.pack``), the trainable
+        ones as leaves of the step's graph. Made once per stack: while every client trains, the
+        same stacks come back at each step, so the step issues no layout or ``detach``
+        operations; the in-place updates of the stacks reach the forms, views of them."""
+        out = {}
+        for k, v in state.items():
+            cached = self.forms.get(k)
+            if cached is None or cached[0] is not v:
+                layer, name = self.layers.get(k, (None, k))
+                form = v if layer is None else layer.pack(name, v)
+                cached = self.forms[k] = (v, form.detach().requires_grad_() if k in self.trainable else form)
+            out[k] = cached[1]
+        return out
 
     def forward_backward(self, params: State, buffers: State, x: torch.Tensor, y: torch.Tensor, n: int):
-        leaves = {k: v.detach().requires_grad_() for k, v in params.items() if k in self.trainable}
-        frozen = {k: v for k, v in params.items() if k not in self.trainable}
-        active = {k: v[:n] for k, v in buffers.items()}
+        state = self.packed_forms({**params, **prefix(buffers, n)})
+        leaves = [k for k in params if k in self.trainable]
         self.packed.train()
         with torch.enable_grad():
-            losses = self.ctx.algo.loss(self.logits({**leaves, **frozen, **active}, x), y)
-            grads = torch.autograd.grad(losses.sum(), list(leaves.values()))
-        return dict(zip(leaves, grads)), losses.detach()
+            losses = self.ctx.algo.loss(self.logits(state, x), y)
+            key = (n, losses.dtype)
+            if key not in self.ones:  # d(sum of losses)/d(losses), made once per shape
+                self.ones[key] = losses.new_ones(n)
+            grads = torch.autograd.grad(losses, [state[k] for k in leaves], self.ones[key])
+        return {k: g if g.shape == params[k].shape else g.view(params[k].shape) for k, g in zip(leaves, grads)}, \
+            losses.detach()

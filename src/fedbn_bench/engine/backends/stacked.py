@@ -31,7 +31,7 @@ from torch.func import functional_call
 from fedbn_bench.adversarial.training import LossOf
 from fedbn_bench.algorithms.base import Algorithm
 from fedbn_bench.core.roles import ADVERSARIAL, ROLES
-from fedbn_bench.core.trees import Tree, unstack_tree
+from fedbn_bench.core.trees import Tree, prefix, unstack_tree
 from fedbn_bench.core.updates import State
 from fedbn_bench.engine.backends.base import Backend, ClientJob, ClientResult
 from fedbn_bench.engine.backends.stacked_model import StackedModel
@@ -75,21 +75,29 @@ class StackedBackend(Backend):
         """Storage for ``count`` clients' copies of ``like`` (a backend may choose the layout)."""
         return like.new_empty((count, *like.shape))
 
+    @torch.no_grad()
     def stack(self, trees: list[Tree]) -> Tree:
-        """The clients' trees as one tree of stacks in this backend's layouts."""
+        """The clients' trees as one tree of stacks in this backend's layouts (one copy per leaf)."""
         first = trees[0]
         if isinstance(first, dict):
             return {k: self.stack([t[k] for t in trees]) for k in first}
-        out = self.empty_stack(len(trees), first)
-        for i, t in enumerate(trees):
-            out[i].copy_(t.detach())
-        return out
+        return self.empty_stack(len(trees), first).copy_(torch.stack(trees))
 
+    @torch.no_grad()
     def _copy_into(self, stack: State, i: int, count: int, tensors: State) -> None:
         for k, v in tensors.items():
             if k not in stack:
                 stack[k] = self.empty_stack(count, v)
-            stack[k][i].copy_(v.detach())
+            stack[k][i].copy_(v)
+
+    def step_batches(self, x: torch.Tensor, y: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Each step's batches ``(clients, B, ...)`` of the round's ``x``, ``y`` ``(clients, steps, B, ...)``."""
+        return list(zip(x.unbind(1), y.unbind(1)))
+
+    def empty_batches(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        """Zeroed storage for the round's batches ``(clients, steps, B, ...)`` (a backend may
+        choose the layout)."""
+        return like.new_zeros(shape)
 
     def forward_backward(self, params: State, buffers: State, x: torch.Tensor, y: torch.Tensor, n: int):
         """One step of the first ``n`` clients (``params``: their views) on ``x``, ``y``: gradients of
@@ -160,12 +168,13 @@ class StackedBackend(Backend):
             xs.append(x)
             ys.append(y)
             self.load(job)
-            own = {k: p.detach() for k, p in model.named_parameters()}
-            locals_.append(algo.start(own, job.algo_state))
+            with torch.no_grad():
+                own = dict(model.named_parameters())
+                locals_.append(algo.start(own, job.algo_state))
             self._copy_into(params, i, len(jobs), own)
             self._copy_into(buffers, i, len(jobs), dict(model.named_buffers()))
         local = self.stack(locals_)
-        x, y = _pad_stack(xs), _pad_stack(ys)
+        x, y = self.pad_stack(xs), self.pad_stack(ys)
         model.train()
         self.trainable = {k for k, p in model.named_parameters() if p.requires_grad}
         seed_global(jobs[0].seed, round_idx, ctx.num_clients + stream)
@@ -178,34 +187,34 @@ class StackedBackend(Backend):
                 return self.forward_backward(active, own, xb, yb, n)
             return self.objective_forward_backward(objective, active, own, xb, yb, n)
 
-        steps = ((sum(c > s for c in counts), x[:, s], y[:, s]) for s in range(max(counts, default=0))
+        steps = ((sum(c > s for c in counts), xb, yb) for s, (xb, yb) in enumerate(self.step_batches(x, y))
                  for _ in range(replays))
         run_local_steps(algo, forward_backward, params, local,
-                        ((n, xb[:n], yb[:n]) for n, xb, yb in steps), lr, loss_sum)
+                        ((n, prefix(xb, n), prefix(yb, n)) for n, xb, yb in steps), lr, loss_sum)
         upload, extras, algo_state = algo.finish(params, local)
-        state = {**params, **buffers}
+        rows = {k: v.unbind() for k, v in {**params, **buffers}.items()}
+        uploads = {k: v.unbind() for k, v in upload.items()}  # views of a fresh stack, consumed this round
         results: list[Optional[ClientResult]] = [None] * len(jobs)
         for i, job in enumerate(jobs):
-            stats = self.statistics(state, i, len(job.indices))
-            own = {k: state[k][i].clone() for k in ctx.local_keys}
+            stats = self.statistics({k: v[i] for k, v in rows.items()}, len(job.indices))
+            own = {k: rows[k][i].clone() for k in ctx.local_keys}
             loss = loss_sum[i] / max(job.steps * replays, 1)
-            upload_i = {k: v[i] for k, v in upload.items()}  # views of a fresh stack, consumed this round
+            upload_i = {k: v[i] for k, v in uploads.items()}
             results[order[i]] = self.result(job, upload_i, unstack_tree(extras, i), unstack_tree(algo_state, i),
                                             stats, own, loss)
         return results
 
-    def statistics(self, state: State, i: int, num_samples: int):
-        """Client ``i``'s upload after training: the norm's ``client_statistics`` run on the model
-        carrying client ``i``'s final state."""
+    def statistics(self, state: State, num_samples: int):
+        """A client's upload after training: the norm's ``client_statistics`` run on the model
+        carrying the client's final ``state``."""
         norm, model = self.ctx.norm, self.ctx.model
-        client_state = {f"model.{k}": v[i] for k, v in state.items()}
+        client_state = {f"model.{k}": v for k, v in state.items()}
         return functional_call(_Call(model, lambda m: norm.client_statistics(m, num_samples)), client_state, ())
 
-
-def _pad_stack(tensors: list[torch.Tensor]) -> torch.Tensor:
-    """Stack ``(steps_i, ...)`` tensors along a new client axis, zero-padding the step axis."""
-    longest = max(len(t) for t in tensors)
-    out = tensors[0].new_zeros((len(tensors), longest, *tensors[0].shape[1:]))
-    for i, t in enumerate(tensors):
-        out[i, : len(t)] = t
-    return out
+    def pad_stack(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+        """Stack ``(steps_i, ...)`` tensors along a new client axis, zero-padding the step axis."""
+        longest = max(len(t) for t in tensors)
+        out = self.empty_batches((len(tensors), longest, *tensors[0].shape[1:]), tensors[0])
+        for i, t in enumerate(tensors):
+            out[i, : len(t)] = t
+        return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch.func import functional_call, grad, vmap
 
+from fedbn_bench.core.trees import prefix
 from fedbn_bench.core.updates import State
 from fedbn_bench.engine.backends.base import TrainingContext
 from fedbn_bench.engine.backends.stacked import StackedBackend
@@ -47,7 +48,7 @@ class VmapBackend(StackedBackend):
     def forward_backward(self, params: State, buffers: State, x: torch.Tensor, y: torch.Tensor, n: int):
         trainable = {k: v for k, v in params.items() if k in self.trainable}
         frozen = {k: v for k, v in params.items() if k not in self.trainable}
-        active = {k: v[:n] for k, v in buffers.items()}
+        active = prefix(buffers, n)
         grads, (loss, new_buffers) = self.step(trainable, frozen, active, x, y)
         with torch.no_grad():
             for k, v in new_buffers.items():
