@@ -42,8 +42,9 @@ def nearest(word: str, choices: list[str]) -> str:
 
 def check_known_keys(cfg: Any) -> None:
     """Every top-level key of ``cfg`` is a key of the schema (``Config``): Hydra lets ``+key=value``
-    add any key, and a misspelt ``+nrom=fbn`` would otherwise run the default norm."""
-    legal = [f.name for f in fields(Config)]
+    add any key, and a misspelt ``+nrom=fbn`` would otherwise run the default norm. Hydra's own node
+    (``hydra``, present when a config is composed with ``return_hydra_config=True``) is not ours to check."""
+    legal = [f.name for f in fields(Config)] + ["hydra"]
     for key in cfg:
         _require(key in legal, f"unknown key `{key}` (added with `+{key}=...`).{nearest(key, legal)} "
                  "`python run.py --help` lists the groups and keys")
