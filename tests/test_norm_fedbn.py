@@ -142,7 +142,7 @@ def run_spy(tmp_path, overrides: list[str]) -> Spy:
     mp = pytest.MonkeyPatch()
     mp.setattr(runner, "Simulation", Spy)
     try:
-        assert run_experiment(compose_config(overrides), tmp_path)["status"] == "completed"
+        assert run_experiment(compose_config(["engine=loop", *overrides]), tmp_path)["status"] == "completed"
     finally:
         mp.undo()
     return Spy.last

@@ -79,7 +79,7 @@ def data_fingerprint(data: Any) -> str:
     for split in (data.train, data.test):
         x = split.x
         if not isinstance(x, torch.Tensor):
-            x = x[torch.linspace(0, len(split) - 1, min(FINGERPRINT_SAMPLE, len(split))).long()]
+            x = x[torch.linspace(0, len(split) - 1, min(FINGERPRINT_SAMPLE, len(split)), device="cpu").long()]
         parts.append([x, split.y, split.domain])
     return content_digest(parts)
 

@@ -141,7 +141,7 @@ class PackedBackend(StackedBackend):
         super().__init__(ctx)
         self.packed = packed_copy(ctx.model)
         self.runner = self.packed
-        self.channels_last = ctx.train.x.dim() == 4
+        self.channels_last = len(ctx.train.x.shape) == 4  # a memory-mapped split (data/lazy.py) has a shape, no dim()
         self.layers = {f"{name}.{k}" if name else k: (module, k) for name, module in self.packed.named_modules()
                        if isinstance(module, PackedLayer) for k in (*module._parameters, *module._buffers)}
         self.forms: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
