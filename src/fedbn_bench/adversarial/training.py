@@ -40,7 +40,7 @@ from fedbn_bench.adversarial.eval_attacks import EVAL_ATTACKS, EvalAttack, build
 from fedbn_bench.adversarial.pgd import pgd_attack
 from fedbn_bench.adversarial.pixels import PixelSpace
 from fedbn_bench.core.roles import ADVERSARIAL
-from fedbn_bench.core.trees import total_norm
+from fedbn_bench.core.trees import per_client, total_norm
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.registry import Registry
 
@@ -295,6 +295,5 @@ def clipped_term(term: torch.Tensor, model: nn.Module, max_norm: Optional[float]
     grads = torch.autograd.grad(term.sum(), params, retain_graph=False, allow_unused=True)
     pairs = [(p, g) for p, g in zip(params, grads) if g is not None]
     scale = (max_norm / (total_norm({str(i): g for i, (_, g) in enumerate(pairs)}, lead) + 1e-6)).clamp(max=1.0)
-    surrogate = sum((p * (g * scale.view(scale.shape + (1,) * (g.dim() - lead))).detach()).flatten(lead).sum(-1)
-                    for p, g in pairs)
+    surrogate = sum((p * (g * per_client(scale, g)).detach()).flatten(lead).sum(-1) for p, g in pairs)
     return term.detach() + surrogate - surrogate.detach()

@@ -118,8 +118,7 @@ class StackedBackend(Backend):
         """``forward_backward`` with the loss of an adversarial-training objective."""
         leaves = {k: v.detach().requires_grad_() for k, v in params.items() if k in self.trainable}
         frozen = {k: v for k, v in params.items() if k not in self.trainable}
-        model = StackedModel(self.ctx.model, self.runner, self.logits, {**leaves, **frozen},
-                             {k: v[:n] for k, v in buffers.items()}, n)
+        model = StackedModel(self.ctx.model, self.runner, self.logits, {**leaves, **frozen}, prefix(buffers, n), n)
         self.runner.train()
         with torch.enable_grad():
             losses = objective(model, x.flatten(0, 1), y.flatten(0, 1),
