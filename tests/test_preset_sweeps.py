@@ -37,7 +37,7 @@ EXPECTED_JOBS: dict[str, int] = {
     "fbn/fig10": 24, "fbn/fig11": 24, "fbn/fig12": 28, "fbn/fig13": 28,
     "fbn/fig3a_fmnist": 24, "fbn/fig3b_fmnist": 6, "fbn/fig4_fmnist": 12, "fbn/fig5_fmnist": 9, "fbn/fig6_11_fmnist": 6,
     "fbn/parity_hbn_code": 3,
-    "fedbn/fig3": 2, "fedbn/fig4a": 8, "fedbn/fig4b": 14, "fedbn/fig4c": 20, "fedbn/fig8": 9, "fedbn/fig9": 6,
+    "fedbn/fig3": 2, "fedbn/fig4a": 8, "fedbn/fig4b": 14, "fedbn/fig4c": 20, "fedbn/fig8": 9, "fedbn/fig9": 6, "fedbn/fig9_trained": 6,
     "fedbn/table11": 20, "fedbn/table11_mnist": 2, "fedbn/table12": 10, "fedbn/table13": 18, "fedbn/table14": 21,
     "fedbn/table1_abide": 20, "fedbn/table1_domainnet": 20, "fedbn/table1_office": 20,
     "fedbn/table11_digits": 12, "fedbn/fig3_digits": 6, "fedbn/fig4a_digits": 24, "fedbn/table14_digits": 18,
@@ -58,7 +58,7 @@ EXPECTED_JOBS: dict[str, int] = {
     "hbn/table3": 28, "hbn/table4": 16, "hbn/table4_mnist": 16, "hbn/table5": 15, "hbn/table6": 6,
     "hbn/table8": 42, "hbn/table9": 49,
     "hbn/table1_fmnist": 42, "hbn/table2_fmnist": 12, "hbn/table4_fmnist": 24, "hbn/table6_fmnist": 15,
-    "hbn/sec5_fmnist": 3, "hbn/fig5_fmnist": 12, "hbn/parity_code": 12, "hbn/table1_100_rounds_fmnist": 9, "hbn/phi01_cause_fmnist": 18,
+    "hbn/sec5_fmnist": 3, "hbn/fig5_fmnist": 12, "hbn/fig5_k100_fmnist": 6, "hbn/parity_code": 12, "hbn/table1_100_rounds_fmnist": 9, "hbn/phi01_cause_fmnist": 18,
 }
 """The runs each grid preset's sweep makes: its paper's rows x columns x seeds, as its comment lists them."""
 

@@ -23,6 +23,7 @@ FIG4C = "results/fedbn/fig4c_digits/runs"
 TABLE12 = "results/fedbn/table12_digits/runs"
 TABLE13 = "results/fedbn/table13_digits/runs"
 FIG9 = "results/fedbn/fig9/runs"
+FIG9_TRAINED = "results/fedbn/fig9_trained/runs"
 METHOD = "+experiment/fedbn/method"
 CLIENTS = "+experiment/fedbn/clients"
 FINAL = "summary:final_test_acc"
@@ -88,6 +89,53 @@ FIG9_DIAGNOSIS = (
     "check passes only by that tie (−0.00). The paper's 100 % needs a setting we could not read from App. F (a "
     "larger learning rate, or its α-scaled NTK parametrization); the earlier seed-0 run with α also on the output "
     "layer (results/fedbn/fig9.md before this rerun) ended at 56 %.")
+
+
+FIG9_STATEMENT = ("App. F Fig. 9 (two 10-dim Gaussian clients, Σ₁ = I and a correlated Σ₂): FedBN's training loss "
+                  "converges significantly faster than FedAvg's, and both reach 100 % accuracy.")
+FIG9_SETTING = ("2 clients × 100 samples, a 10-100-2 network with BN, α = 10 on the hidden layer only, SGD lr {lr}, "
+                "600 full-batch steps; Σ₂[i, j] = 0.5^|i−j| (the paper gives no values); mean loss = the training "
+                "loss's mean over the 600 steps")
+FIG9_PAPER = {"FedBN mean loss": None, "FedAvg mean loss": None, "FedBN accuracy": 100.0, "FedAvg accuracy": 100.0}
+FIG9_ACCURACY = (Check("FedBN accuracy", 100.0, "at_least", -3.0, "paper: 100 %; within 3 points"),
+                 Check("FedAvg accuracy", 100.0, "at_least", -3.0, "paper: 100 %; within 3 points"))
+
+
+def fig9_quantities(runs: str) -> dict[str, Quantity]:
+    """Fig. 9's mean training losses and final accuracies of FedBN and FedAvg in the run tree ``runs``."""
+    return {**{f"{m} mean loss": Quantity(runs, {METHOD: METHODS[m]}, "mean:train_loss", 1.0) for m in ("FedBN", "FedAvg")},
+            **{f"{m} accuracy": Quantity(runs, {METHOD: METHODS[m]}) for m in ("FedBN", "FedAvg")}}
+
+
+FIG9_V1 = Claim(
+    "fedbn/fig9_fedbn_faster", FIG9_STATEMENT, FIG9_PAPER,
+    "the paper's setting (conf/experiment/fedbn/fig9.yaml): " + FIG9_SETTING.format(lr="1e-5"), "fedbn/fig9",
+    fig9_quantities(FIG9),
+    (Check("FedBN mean loss", "FedAvg mean loss", "at_most", 0.0, "paper: curves only; FedBN's lower"),) + FIG9_ACCURACY,
+    seeds=3)
+"""FedBN Fig. 9 as first declared (commit bebfdc9 and before): the paper's lr 1e-5."""
+
+FIG9_CLAIM = Claim(
+    "fedbn/fig9_fedbn_faster", FIG9_STATEMENT, FIG9_PAPER,
+    "the paper's setting (conf/experiment/fedbn/fig9.yaml) at a learning rate where the network trains "
+    "(conf/experiment/fedbn/fig9_trained.yaml): " + FIG9_SETTING.format(lr="1e-2") + "; seeds 1, 2, 3",
+    "fedbn/fig9_trained", fig9_quantities(FIG9_TRAINED),
+    (Check("FedBN mean loss", "FedAvg mean loss", "ratio_at_most", 0.9,
+           "paper: curves only, 'significantly faster convergence'; FedBN's mean loss at least a tenth below "
+           "FedAvg's"),) + FIG9_ACCURACY,
+    seeds=3,
+    superseded=(Superseded(FIG9_V1, "at the paper's lr 1e-5 the 600 steps barely train the network, so neither the "
+                                    "accuracy nor the loss comparison can say anything: " + FIG9_DIAGNOSIS + " Tested "
+                                    "since (seed 0, the same setting at larger rates: python run.py -m "
+                                    "experiment=fedbn/fig9 'lr=1e-4,1e-3,1e-2,1e-1,1.0' seed=0, records in "
+                                    "results/fedbn/fig9_lr/runs): both methods end at 63.5-64 % at 1e-4, 99.25 % at "
+                                    "1e-3 and 99.5 % from 1e-2 up, so the rate is what kept the network untrained. "
+                                    "The loss check asked only for FedBN at or below FedAvg, which a tie passes; "
+                                    "the new declaration asks for the 'significantly faster' the paper states, declared after "
+                                    "that diagnostic had shown seed 0 at 1e-2 tied (mean loss 0.0869 FedBN, 0.0870 "
+                                    "FedAvg; with 10 local steps a round for 60 rounds 0.0868 and 0.0869, "
+                                    "results/fedbn/fig9_lr_e10/runs)."),))
+"""FedBN Fig. 9 at lr 1e-2 (``fedbn/fig9_trained``), declared before its runs (seeds 1-3)."""
 
 
 FIG4A_FALLS_DIAGNOSIS = (
@@ -264,20 +312,5 @@ CLAIMS: list[Claim] = [
         (Check("FedBN", "FedAvg", "at_least", round(TABLE13_GAP / 3, 2),
                f"paper: mean gap over the cells {TABLE13_GAP:.2f} points; a third of it"),),
         seeds=9, full_scale=FULL.format("table13")),
-    Claim(
-        "fedbn/fig9_fedbn_faster",
-        "App. F Fig. 9 (two 10-dim Gaussian clients, Σ₁ = I and a correlated Σ₂): FedBN's training loss converges "
-        "significantly faster than FedAvg's, and both reach 100 % accuracy.",
-        {"FedBN mean loss": None, "FedAvg mean loss": None, "FedBN accuracy": 100.0, "FedAvg accuracy": 100.0},
-        "the paper's setting (conf/experiment/fedbn/fig9.yaml): 2 clients × 100 samples, a 10-100-2 network with BN, "
-        "α = 10 on the hidden layer only, SGD lr 1e-5, 600 full-batch steps; Σ₂[i, j] = 0.5^|i−j| (the paper gives "
-        "no values); mean loss = the training loss's mean over the 600 steps",
-        "fedbn/fig9",
-        {"FedBN mean loss": Quantity(FIG9, {METHOD: "fedbn"}, "mean:train_loss", 1.0),
-         "FedAvg mean loss": Quantity(FIG9, {METHOD: "fedavg"}, "mean:train_loss", 1.0),
-         "FedBN accuracy": Quantity(FIG9, {METHOD: "fedbn"}), "FedAvg accuracy": Quantity(FIG9, {METHOD: "fedavg"})},
-        (Check("FedBN mean loss", "FedAvg mean loss", "at_most", 0.0, "paper: curves only; FedBN's lower"),
-         Check("FedBN accuracy", 100.0, "at_least", -3.0, "paper: 100 %; within 3 points"),
-         Check("FedAvg accuracy", 100.0, "at_least", -3.0, "paper: 100 %; within 3 points")),
-        seeds=3, diagnosis=FIG9_DIAGNOSIS),
+    FIG9_CLAIM,
 ]
