@@ -1,44 +1,65 @@
-"""``engine.cuda_graphs`` (issue 42 §2), the part a CPU can check: the fallback rule and its
-one-line reasons, bad values refused before training, and a packed local step that never
-synchronises with the host."""
+"""``engine.cuda_graphs`` (issue 42 §2) on a CPU: the rules and their one-line reasons, bad values
+refused before training, and the graph path itself under ``emulate`` (``TracedStepGraph``: a CUDA
+graph's contract, replayed on the CPU), which must give the eager results exactly. The same
+comparison on a GPU with real CUDA graphs is in the CUDA tier (``tests/test_cuda.py``)."""
 from __future__ import annotations
+
+import logging
 
 import pytest
 import torch
 
 from conftest import build_simulation, compose_config
 from fedbn_bench.engine.backends import stacked
-from fedbn_bench.engine.graphs import NO_CAPTURE_PATH, SyncProbe, check_mode, fallback_reason, run_reason
+from fedbn_bench.engine.graphs import (CAPTURED, GraphedSteps, SyncProbe, check_mode, graph_status, round_reason,
+                                       run_reason)
+from fedbn_bench.engine.step_graph import TracedStepGraph
 from fedbn_bench.errors import ConfigError
+from fedbn_bench.norms import NORMS
 from fedbn_bench.runner import run_experiment
 
 CUDA, CPU = torch.device("cuda"), torch.device("cpu")
+SMALL = ["model=simple_cnn", "num_clients=4", "batch_size=8", "algo.local_steps=4"]
 
 
-@pytest.mark.parametrize(("mode", "device", "synchronising", "counts", "reason"), [
-    ("auto", CPU, [], [3, 3], "not a CUDA device"),
-    ("off", CUDA, [], [3, 3], "engine.cuda_graphs=off"),
-    ("auto", CUDA, ["_local_scalar_dense", "nonzero", "_local_scalar_dense"], [3, 3],
-     "the local step synchronises with the host (_local_scalar_dense, nonzero)"),
-    ("auto", CUDA, [], [3, 2], "the clients take unequal numbers of local steps, so the step's shape changes"),
-    ("on", CUDA, [], [3, 3], None),
+@pytest.mark.parametrize(("mode", "device", "engine", "adversarial", "reason"), [
+    ("off", CUDA, "packed", False, "engine.cuda_graphs=off"),
+    ("auto", CPU, "packed", False, "not a CUDA device"),
+    ("auto", CUDA, "loop", False, "engine=loop trains one client at a time (packed and vmap capture)"),
+    ("auto", CUDA, "packed", True, "adversarial training's attacks are not captured"),
+    ("auto", CUDA, "vmap", False, None),
+    ("on", CUDA, "packed", False, None),
+    ("emulate", CPU, "packed", False, None),
 ])
-def test_the_fallback_rule_names_the_first_rule_that_fails(mode, device, synchronising, counts, reason):
-    assert fallback_reason(mode, device, synchronising, counts) == reason
+def test_the_run_rule_names_the_first_rule_that_fails(mode, device, engine, adversarial, reason):
+    assert run_reason(mode, device, engine, adversarial) == reason
+    if mode != "on":
+        assert graph_status(mode, device, engine, adversarial) == (CAPTURED if reason is None else f"eager: {reason}")
 
 
-def test_a_run_names_why_its_steps_are_eager():
-    assert run_reason("auto", CPU) == "not a CUDA device"
-    assert run_reason("auto", CUDA) == NO_CAPTURE_PATH
+@pytest.mark.parametrize(("synchronising", "counts", "reason"), [
+    (["_local_scalar_dense", "nonzero", "_local_scalar_dense"], [3, 3],
+     "the local step synchronises with the host (_local_scalar_dense, nonzero)"),
+    ([], [3, 2], "the clients take unequal numbers of local steps, so the step's shape changes"),
+    ([], [3, 3], None),
+])
+def test_the_round_rule(synchronising, counts, reason):
+    assert round_reason(synchronising, counts) == reason
 
 
 @pytest.mark.parametrize(("mode", "device", "message"), [
-    ("sometimes", CUDA, "engine.cuda_graphs='sometimes' is unknown; allowed: auto, on, off"),
+    ("sometimes", CUDA, "engine.cuda_graphs='sometimes' is unknown; allowed: auto, on, off, emulate"),
     ("on", CPU, "engine.cuda_graphs=on needs a CUDA device (device=cpu)"),
 ])
 def test_bad_modes_are_refused(mode, device, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         check_mode(mode, device)
+
+
+def test_on_refuses_a_run_that_cannot_be_captured():
+    with pytest.raises(ConfigError, match=r"engine.cuda_graphs=on, but the local steps cannot be captured: "
+                                          r"engine=loop trains one client at a time"):
+        graph_status("on", CUDA, "loop", False)
 
 
 def test_a_run_asking_for_graphs_on_a_cpu_fails_before_training(tmp_path):
@@ -72,8 +93,109 @@ def test_a_packed_local_step_never_synchronises(tmp_path, monkeypatch):
 
     stacked_steps = stacked.run_local_steps
     monkeypatch.setattr(stacked, "run_local_steps", probed)
-    sim = build_simulation(["model=simple_cnn", "num_clients=4", "batch_size=8", "algo.local_steps=3", "norm=bn",
-                            "algo=fedavg"], tmp_path, rounds=1, dtype=torch.float32, engine="packed")
+    sim = build_simulation([*SMALL[:-1], "algo.local_steps=3", "norm=bn", "algo=fedavg"], tmp_path, rounds=1,
+                           dtype=torch.float32, engine="packed")
     assert sim.fed.algo.clip_grad_norm and sim.fed.algo.cfg.momentum
     sim.run_round(0)
     assert len(probes) == 1 and probes[0].calls == []
+
+
+def two_rounds(overrides: list[str], engine: str, mode: str, tmp_path) -> dict[str, torch.Tensor]:
+    sim = build_simulation([*SMALL, *overrides], tmp_path / mode, rounds=2, dtype=torch.float32, engine=engine,
+                           cuda_graphs=mode)
+    sim.run_round(0)
+    sim.run_round(1)
+    return {k: v.clone() for k, v in sim.store.global_state.items()}
+
+
+def assert_replayed_equals_eager(overrides: list[str], engine: str, tmp_path, monkeypatch, steps: int = 4) -> None:
+    """Two rounds with the traced graph equal the eager rounds bit for bit (the same kernels on the
+    same values), and the graph was replayed for every step but the probed first one (a round of
+    ``steps`` local steps: step 1 eager under the probe, step 2 captured, then replayed)."""
+    replays = []
+    replay = TracedStepGraph.replay
+
+    def counted(self):
+        replays.append(1)
+        replay(self)
+
+    monkeypatch.setattr(TracedStepGraph, "replay", counted)
+    eager = two_rounds(overrides, engine, "off", tmp_path)
+    assert not replays
+    graphed = two_rounds(overrides, engine, "emulate", tmp_path)
+    assert len(replays) == 2 * max(steps - 2, 0)
+    for key in eager:
+        torch.testing.assert_close(graphed[key], eager[key], rtol=0, atol=0, msg=key)
+
+
+@pytest.mark.parametrize("norm", [n for n in NORMS.names() if n not in ("dbn", "fedrbn")])
+def test_every_norm_replays_as_it_runs_eagerly(norm, tmp_path, monkeypatch):
+    options = ["norm.freeze_fraction=0.5"] if norm == "fixbn" else []
+    assert_replayed_equals_eager([f"norm={norm}", *options, "algo=fedavg"], "packed", tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("algo", ["fedadam", "scaffold", "fedprox", "fedsam", "fedacg", "moon", "fedwon"])
+def test_every_algorithm_family_replays_as_it_runs_eagerly(algo, tmp_path, monkeypatch):
+    norm = "none" if algo == "fedwon" else "bn"
+    assert_replayed_equals_eager([f"norm={norm}", f"algo={algo}"], "packed", tmp_path, monkeypatch)
+
+
+def test_dsgd_takes_one_step_a_round_so_nothing_is_replayed(tmp_path, monkeypatch):
+    assert_replayed_equals_eager(["norm=fbn", "algo=dsgd"], "packed", tmp_path, monkeypatch, steps=1)
+
+
+def test_vmap_replays_as_it_runs_eagerly(tmp_path, monkeypatch):
+    assert_replayed_equals_eager(["norm=hbn", "algo=fedavg"], "vmap", tmp_path, monkeypatch)
+
+
+def test_a_host_value_that_changes_between_steps_is_frozen_by_the_replay():
+    """What a graph would do, and what the eager comparison above would catch: a Python number read by
+    the step is the one of the captured step."""
+    def run(graphed: bool) -> torch.Tensor:
+        w, scale = torch.zeros(3), [1.0]
+
+        def step(n, x, y):
+            w.add_(x * scale[0])
+            scale[0] += 1
+
+        runner = GraphedSteps(TracedStepGraph())
+        for s in range(4):
+            x = torch.full((3,), float(s))
+            runner(step, None, x, x) if graphed else step(None, x, x)
+        return w
+
+    assert run(False).tolist() == [0 + 1 * 2 + 2 * 3 + 3 * 4] * 3
+    assert run(True).tolist() == [0 + 1 * 2 + 2 * 2 + 3 * 2] * 3  # step 2 captured with scale 2
+
+
+def test_a_synchronising_step_is_never_captured():
+    seen = []
+
+    def step(n, x, y):
+        seen.append(float(x.sum()))
+
+    runner = GraphedSteps(TracedStepGraph())
+    for s in range(3):
+        runner(step, None, torch.full((2,), float(s)), torch.zeros(2))
+    assert seen == [0.0, 2.0, 4.0]
+    assert runner.reason == "the local step synchronises with the host (_local_scalar_dense)"
+
+
+def test_unequal_local_steps_run_eagerly_with_the_reason(tmp_path, caplog):
+    sim = build_simulation(["model=simple_cnn", "num_clients=4", "batch_size=8", "algo.local_steps=null",
+                            "algo.local_epochs=1", "alpha=0.3", "norm=bn"], tmp_path, rounds=1, dtype=torch.float32,
+                           engine="packed", cuda_graphs="emulate")
+    with caplog.at_level(logging.INFO):
+        sim.run_round(0)
+    assert "engine.cuda_graphs=emulate: eager local steps in a round (the clients take unequal numbers of local " \
+           "steps, so the step's shape changes)" in caplog.text
+
+
+def test_a_replayed_output_that_changes_shape_is_an_error():
+    graph = TracedStepGraph()
+    x = torch.tensor([1.0, -1.0, 2.0])
+    graph.capture(lambda: x.nonzero())
+    x.fill_(0.0)
+    with pytest.raises(RuntimeError, match="gave shape .* on replay, .* at capture"):
+        graph.replay()
+

@@ -33,7 +33,7 @@ from fedbn_bench.engine.federation import ClientRecord, Federation, hold_out_val
 from fedbn_bench.engine.select import choose_engine
 from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.engine.simulation import Simulation
-from fedbn_bench.engine.graphs import check_mode, run_reason
+from fedbn_bench.engine.graphs import check_mode
 from fedbn_bench.engine.threads import apply_threads
 from fedbn_bench.engine.run_loop import failure_record
 from fedbn_bench.errors import ConfigError, UserError
@@ -181,6 +181,7 @@ def build_simulation(cfg: DictConfig, run_dir: str | Path, device: torch.device,
         checkpoint_every=cfg.checkpoint_every,
         channels_last=cfg.engine.channels_last,
         eval_statistics=cfg.eval_statistics,
+        cuda_graphs=cfg.engine.cuda_graphs,
         count_macs=cfg.count_macs,
         labels=byzantine_labels(cfg.byzantine),
     )
@@ -201,8 +202,6 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, jobs_at_once: int = 1) 
     threads = apply_threads(cfg.engine.threads, jobs_at_once)
     device = resolve_device(cfg.device)
     check_mode(cfg.engine.cuda_graphs, device)
-    log.info("engine.cuda_graphs=%s: eager local steps (%s)", cfg.engine.cuda_graphs,
-             run_reason(cfg.engine.cuda_graphs, device))
     if cfg.replicas > 1:
         return run_replicas(cfg, Path(run_dir), device, threads)
     with failure_recorded(run_dir):

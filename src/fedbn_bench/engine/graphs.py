@@ -1,41 +1,49 @@
-"""``engine.cuda_graphs``: whether the local step may run as a captured CUDA graph, and why not.
+"""``engine.cuda_graphs``: the local step as a replayed graph, and why a run's steps stay eager.
 
 A CUDA graph replays a recorded sequence of kernels with no host work per operation (issue 42
-§2: a packed step of HBN's Simple-CNN is bound by the host issuing ~150 operations). Replay is
-only correct for a step that
+§2: a packed step of HBN's Simple-CNN is bound by the host issuing ~150 operations). Modes:
+``auto`` (capture where the rules below allow, else eager with a one-line reason), ``on`` (the
+same, but a run that cannot be captured is refused before training), ``off``, and ``emulate``
+(the graph path on any device with ``step_graph.TracedStepGraph``: a CPU check that a norm or
+algorithm replays correctly; slower than eager).
 
-* runs on a CUDA device;
+Replay is only correct for a step that
+
+* runs on a stacked backend (``packed``, ``vmap``): one step of all the round's clients;
 * never waits for the device (no ``.item()``, no data-dependent shapes): a synchronisation in a
-  captured region is an error, and a value read on the host would be frozen at capture time;
+  captured region is an error, and a value read on the host would be frozen at capture time.
+  ``SyncProbe`` watches the first step of every round;
 * keeps its shapes and buffers from step to step: the stacked backends compute only the clients
   still training (``stacked.py``), so a round whose clients take unequal numbers of steps
-  changes the step's shape when the first client finishes.
+  changes the step's shape when the first client finishes;
+* trains with the algorithm's loss (adversarial training's attacks are not captured).
 
-``fallback_reason`` applies these rules in that order and names the first that fails, in one
-line; ``SyncProbe`` finds synchronising operations by running a step under it (on any device:
-the operations are the same). The randomness the step needs is on the device already: batches
-and their augmentation are drawn once per round (``engine/sampling.py``: device-side
-``random_crop_flip`` with a generator on the data's device), dropout from torch's device
-generator. The capture itself is not written yet, so every run's local steps are eager; the
-run names why (``run_reason``: a rule that fails before training, else ``NO_CAPTURE_PATH``).
+``GraphedSteps`` runs a round: the first step eagerly under the probe (on CUDA on a side stream,
+the warm-up the CUDA-graphs notes ask for), then the second is captured over static copies of its
+batches and replayed for it and every later step, each step's batches copied into the static
+ones. Host values the step uses (the round's learning rate, the active clients) are constant
+within a round, and the graph is made again each round, as the round's stacks are new. The
+randomness is on the device: batches and augmentation are drawn once per round
+(``engine/sampling.py``), dropout from the device generator, which replays advance.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from fedbn_bench.engine.step_graph import CudaStepGraph, StepGraph, TracedStepGraph
 from fedbn_bench.errors import ConfigError
 
-GRAPH_MODES = ("auto", "on", "off")
+GRAPH_MODES = ("auto", "on", "off", "emulate")
 SYNCHRONISING = frozenset({
     "_local_scalar_dense", "nonzero", "masked_select", "equal", "is_nonzero", "_unique", "_unique2",
     "unique_dim", "unique_consecutive", "bincount", "histc",
 })
 """ATen operations that read a device value on the host (``.item()``, ``bool(t)``) or give an
 output whose shape depends on values."""
-NO_CAPTURE_PATH = "the graph capture of the local step is not written yet (issue 42 §2)"
+CAPTURED = "captured once a round, replayed for the later steps"
 
 
 class SyncProbe(TorchDispatchMode):
@@ -66,14 +74,32 @@ def check_mode(mode: Any, device: torch.device) -> None:
         raise ConfigError(f"engine.cuda_graphs=on needs a CUDA device (device={device.type}); use auto or off")
 
 
-def fallback_reason(mode: str, device: torch.device, synchronising: list[str], step_counts: list[int]) -> Optional[str]:
-    """Why the local steps run eagerly (the first rule that fails, one line), or ``None`` when
-    they may be captured: ``synchronising`` are the operations a ``SyncProbe`` saw in a step,
-    ``step_counts`` the local steps of each client of the round."""
+def run_reason(mode: str, device: torch.device, engine: str, adversarial: bool) -> Optional[str]:
+    """Why no local step of the run is captured (one line, the first rule that fails), or ``None``
+    when each round may be; ``adversarial``: the run trains on attacks."""
     if mode == "off":
         return "engine.cuda_graphs=off"
-    if device.type != "cuda":
+    if mode != "emulate" and device.type != "cuda":
         return "not a CUDA device"
+    if engine not in ("packed", "vmap"):
+        return f"engine={engine} trains one client at a time (packed and vmap capture)"
+    if adversarial:
+        return "adversarial training's attacks are not captured"
+    return None
+
+
+def graph_status(mode: str, device: torch.device, engine: str, adversarial: bool) -> str:
+    """``summary.json``'s ``cuda_graphs``: ``CAPTURED`` or why the steps are eager; ``on`` refuses a
+    run that would be eager."""
+    reason = run_reason(mode, device, engine, adversarial)
+    if reason is not None and mode == "on":
+        raise ConfigError(f"engine.cuda_graphs=on, but the local steps cannot be captured: {reason}; use auto or off")
+    return CAPTURED if reason is None else f"eager: {reason}"
+
+
+def round_reason(synchronising: list[str], step_counts: list[int]) -> Optional[str]:
+    """Why one round's steps run eagerly (one line), or ``None``: ``synchronising`` are the
+    operations a ``SyncProbe`` saw in a step, ``step_counts`` the local steps of each client."""
     if synchronising:
         return f"the local step synchronises with the host ({', '.join(sorted(set(synchronising)))})"
     if len(set(step_counts)) > 1:
@@ -81,6 +107,56 @@ def fallback_reason(mode: str, device: torch.device, synchronising: list[str], s
     return None
 
 
-def run_reason(mode: str, device: torch.device) -> str:
-    """Why a run's local steps are eager, from what is known before training."""
-    return fallback_reason(mode, device, [], []) or NO_CAPTURE_PATH
+def step_graph_maker(mode: str) -> Callable[[], StepGraph]:
+    """The recorded step of ``mode``: a CUDA graph, or its traced stand-in for ``emulate``."""
+    return TracedStepGraph if mode == "emulate" else CudaStepGraph
+
+
+Step = Callable[[Optional[int], torch.Tensor, torch.Tensor], None]
+"""``(n, x, y) -> None``: one local step of ``n`` active clients on their batches, in place."""
+
+
+class GraphedSteps:
+    """One round's local steps of a stack: the first eager under a ``SyncProbe``, the second
+    captured over static copies of its batches and replayed for it and every later step of the same
+    shape. ``reason``: why it stopped capturing (every later step is then eager)."""
+
+    def __init__(self, graph: StepGraph) -> None:
+        self.graph = graph
+        self.probed = False
+        self.shape: Optional[tuple] = None
+        self.inputs: tuple[torch.Tensor, ...] = ()
+        self.reason: Optional[str] = None
+
+    def __call__(self, step: Step, n: Optional[int], x: torch.Tensor, y: torch.Tensor) -> None:
+        shape = (n, x.shape, y.shape)
+        if self.reason is not None:
+            step(n, x, y)
+        elif not self.probed:
+            with SyncProbe() as probe:
+                self.graph.warmup(lambda: step(n, x, y))
+            self.probed = True
+            self.reason = round_reason(probe.calls, [])
+        elif self.shape is None:
+            self.capture(step, n, x, y)
+        elif shape == self.shape:
+            for static, new in zip(self.inputs, (x, y)):
+                static.copy_(new)
+            self.graph.replay()
+        else:
+            self.reason = "the step's shape changed within the round"
+            step(n, x, y)
+
+    def capture(self, step: Step, n: Optional[int], x: torch.Tensor, y: torch.Tensor) -> None:
+        static_x, static_y = x.clone(), y.clone()
+        try:
+            self.graph.capture(lambda: step(n, static_x, static_y))
+        except RuntimeError as error:
+            if self.graph.runs_on_capture:
+                raise
+            self.reason = f"the capture failed ({str(error).splitlines()[0]})"
+            step(n, x, y)
+            return
+        if not self.graph.runs_on_capture:
+            self.graph.replay()
+        self.shape, self.inputs = (n, x.shape, y.shape), (static_x, static_y)

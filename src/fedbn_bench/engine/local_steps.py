@@ -22,19 +22,31 @@ ForwardBackward = Callable[[State, LocalTree, torch.Tensor, torch.Tensor, Option
                            tuple[State, torch.Tensor]]
 Step = tuple[Optional[int], torch.Tensor, torch.Tensor]
 """``(n, x, y)``: the number of active clients (``None`` for one client) and their batches."""
+StepRunner = Callable[[Callable[[Optional[int], torch.Tensor, torch.Tensor], None], Optional[int], torch.Tensor,
+                       torch.Tensor], None]
+"""``(one_step, n, x, y) -> None``: runs ``one_step(n, x, y)``, or work equal to it."""
 
 
 def run_local_steps(algo: Algorithm, forward_backward: ForwardBackward, params: State, local: LocalTree,
-                    steps: Iterable[Step], lr: float, loss_sum: torch.Tensor) -> None:
-    """Train ``params`` in place; each active client's loss is added to ``loss_sum``."""
-    for n, x, y in steps:
+                    steps: Iterable[Step], lr: float, loss_sum: torch.Tensor,
+                    runner: Optional[StepRunner] = None) -> None:
+    """Train ``params`` in place; each active client's loss is added to ``loss_sum``. ``runner``
+    runs each step (``graphs.GraphedSteps``: replayed from a captured graph); by default eagerly."""
+
+    def one_step(n: Optional[int], x: torch.Tensor, y: torch.Tensor) -> None:
         active, active_local = prefix(params, n), prefix(local, n)
 
-        def compute(at: State, update_statistics: bool = True, local=active_local, x=x, y=y, n=n):
-            return forward_backward(at, local, x, y, n, update_statistics)
+        def compute(at: State, update_statistics: bool = True):
+            return forward_backward(at, active_local, x, y, n, update_statistics)
 
         grads, losses = algo.local_gradients(compute, active, active_local)
         with torch.no_grad():
             grads = algo.gradient_hook(grads, active, active_local)
             algo.step(active, grads, active_local, lr)
             prefix(loss_sum, n).add_(losses)
+
+    for n, x, y in steps:
+        if runner is None:
+            one_step(n, x, y)
+        else:
+            runner(one_step, n, x, y)

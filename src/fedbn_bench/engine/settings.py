@@ -22,6 +22,8 @@ class RunSettings:
     eval_statistics: str = "auto"
     threads: int = 0
     """torch threads of the run (``engine.threads``; 0: not set by the runner), in the summary."""
+    cuda_graphs: str = "off"
+    """``engine.cuda_graphs`` (``engine/graphs.py``)."""
     count_macs: bool = False
     """Count the MACs of the first round's local training (``summary.json``: ``train_macs_per_round``)."""
     labels: dict[str, Any] = field(default_factory=dict)

@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Optional, Sequence
 
 import torch
@@ -21,6 +22,7 @@ from fedbn_bench.engine.backends.vmap import VmapBackend
 from fedbn_bench.engine.clients import ClientStore
 from fedbn_bench.engine.evaluator import Evaluator
 from fedbn_bench.engine.federation import Federation
+from fedbn_bench.engine.graphs import CAPTURED, graph_status
 from fedbn_bench.engine.options import to_channels_last
 from fedbn_bench.engine.round import RoundRunner
 from fedbn_bench.engine.run_loop import RunLoop
@@ -29,6 +31,8 @@ from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.metrics.base import METRICS, Metric
 from fedbn_bench.records.loggers import Logger
 from fedbn_bench.records.run_records import RunRecorder
+
+log = logging.getLogger(__name__)
 
 BACKENDS: dict[str, type[Backend]] = {"loop": LoopBackend, "vmap": VmapBackend, "packed": PackedBackend}
 
@@ -79,17 +83,22 @@ class Simulation:
         self.store = ClientStore(state, local_keys, fed.clients, local_from_global=shared)
         self.personalized = bool(local_keys) and (algo.keeps_models_local or norm.local_state_in_evaluation)
         batch_size = algo.batch_size(settings.batch_size, settings.clients_per_round)
+        adversarial = fed.adversarial is not None and fed.adversarial.active
+        device = next(model.parameters()).device
+        graphs = graph_status(settings.cuda_graphs, device, engine, adversarial)
+        log.info("engine.cuda_graphs=%s: %s", settings.cuda_graphs, graphs)
         context = TrainingContext(model, norm, algo, fed.data.train, local_keys, batch_size, fed.num_clients,
-                                  settings.augment, settings.channels_last, shared, fed.adversarial)
+                                  settings.augment, settings.channels_last, shared, fed.adversarial,
+                                  settings.cuda_graphs if graphs == CAPTURED else None)
         self.engine = engine
         self.backend = BACKENDS[engine](context)
         self.rounds = RoundRunner(fed, self.store, self.backend, settings, aggregator or Aggregator(), transforms,
                                   statistics_aggregator)
-        robust = [METRICS.get("robust_accuracy")()] if fed.adversarial is not None and fed.adversarial.active else []
+        robust = [METRICS.get("robust_accuracy")()] if adversarial else []
         metrics = distinct([*default_metrics(self.personalized), *extra_metrics, *robust])
         self.evaluator = Evaluator(fed, self.store, metrics, settings.eval_batch_size, settings.seed, batch_size)
         self.loop = RunLoop(fed, self.store, self.rounds, self.evaluator, settings, recorder, logger, config,
-                            choice.record())
+                            {**choice.record(), "cuda_graphs": graphs})
 
     def run_round(self, round_idx: int) -> Optional[torch.Tensor]:
         return self.rounds.run_round(round_idx)

@@ -63,6 +63,9 @@ class TrainingContext:
     """Whether the local keys are uploaded too (``NormMethod.shares_local_keys``)."""
     adversarial: Optional[AdversarialTraining] = None
     """The training objective by user role (``adversarial/training.py``)."""
+    cuda_graphs: Optional[str] = None
+    """``engine.cuda_graphs`` when the run's local steps may be captured (``graphs.run_reason``
+    found nothing against it), else ``None``: every step eager."""
 
 
 class Backend:

@@ -22,6 +22,7 @@ A backend subclasses ``StackedBackend`` and implements ``forward_backward``.
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Optional
 
 import torch
@@ -33,8 +34,9 @@ from fedbn_bench.algorithms.base import Algorithm
 from fedbn_bench.core.roles import ADVERSARIAL, ROLES
 from fedbn_bench.core.trees import Tree, prefix, unstack_tree
 from fedbn_bench.core.updates import State
-from fedbn_bench.engine.backends.base import Backend, ClientJob, ClientResult
+from fedbn_bench.engine.backends.base import Backend, ClientJob, ClientResult, TrainingContext
 from fedbn_bench.engine.backends.stacked_model import StackedModel
+from fedbn_bench.engine.graphs import GraphedSteps, round_reason, step_graph_maker
 from fedbn_bench.engine.local_steps import run_local_steps
 from fedbn_bench.engine.sampling import client_round_batches, seed_global
 from fedbn_bench.norms.base import NormMethod
@@ -53,6 +55,8 @@ def stack_unsupported_reason(norm: NormMethod, algo: Algorithm, model: nn.Module
     return None
 
 
+log = logging.getLogger(__name__)
+
 Objective = Callable[[StackedModel, torch.Tensor, torch.Tensor, LossOf], torch.Tensor]
 """``(model, x, y, loss_of) -> (n,)`` losses: an adversarial-training objective of one user role."""
 
@@ -70,6 +74,10 @@ class _Call(nn.Module):
 
 class StackedBackend(Backend):
     """Trains a round's clients as one stack; subclasses compute one step of the active clients."""
+
+    def __init__(self, ctx: TrainingContext) -> None:
+        super().__init__(ctx)
+        self.eager_reasons: set[str] = set()
 
     def empty_stack(self, count: int, like: torch.Tensor) -> torch.Tensor:
         """Storage for ``count`` clients' copies of ``like`` (a backend may choose the layout)."""
@@ -188,8 +196,11 @@ class StackedBackend(Backend):
 
         steps = ((sum(c > s for c in counts), xb, yb) for s, (xb, yb) in enumerate(self.step_batches(x, y))
                  for _ in range(replays))
+        graphed = self.graphed_steps(counts)
         run_local_steps(algo, forward_backward, params, local,
-                        ((n, prefix(xb, n), prefix(yb, n)) for n, xb, yb in steps), lr, loss_sum)
+                        ((n, prefix(xb, n), prefix(yb, n)) for n, xb, yb in steps), lr, loss_sum, graphed)
+        if graphed is not None and graphed.reason is not None:
+            self.note_eager(graphed.reason)
         upload, extras, algo_state = algo.finish(params, local)
         rows = {k: v.unbind() for k, v in {**params, **buffers}.items()}
         uploads = {k: v.unbind() for k, v in upload.items()}  # views of a fresh stack, consumed this round
@@ -202,6 +213,24 @@ class StackedBackend(Backend):
             results[order[i]] = self.result(job, upload_i, unstack_tree(extras, i), unstack_tree(algo_state, i),
                                             stats, own, loss)
         return results
+
+    def graphed_steps(self, step_counts: list[int]) -> Optional[GraphedSteps]:
+        """The round's step runner under ``engine.cuda_graphs`` (``engine/graphs.py``), or ``None``
+        (eager) when the run or this round cannot be captured."""
+        mode = self.ctx.cuda_graphs
+        if mode is None:
+            return None
+        reason = round_reason([], step_counts)
+        if reason is not None:
+            self.note_eager(reason)
+            return None
+        return GraphedSteps(step_graph_maker(mode)())
+
+    def note_eager(self, reason: str) -> None:
+        """Say once per run and reason why a round's steps ran eagerly."""
+        if reason not in self.eager_reasons:
+            self.eager_reasons.add(reason)
+            log.info("engine.cuda_graphs=%s: eager local steps in a round (%s)", self.ctx.cuda_graphs, reason)
 
     def statistics(self, state: State, num_samples: int):
         """A client's upload after training: the norm's ``client_statistics`` run on the model
