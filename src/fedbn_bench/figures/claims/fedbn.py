@@ -91,6 +91,20 @@ FIG9_DIAGNOSIS = (
     "layer (results/fedbn/fig9.md before this rerun) ended at 56 %.")
 
 
+FIG9_TRAINED_DIAGNOSIS = (
+    "Measured (seeds 1-3, lr 1e-2, 600 steps): both methods train (final test accuracy 98.0 / 98.5 / 99.0 % FedBN, "
+    "98.25 / 98.5 / 99.25 % FedAvg, within 3 points of the paper's 100 %), and their training losses coincide: the "
+    "mean over the 600 steps is 0.0859 / 0.1002 / 0.0879 for FedBN and 0.0860 / 0.1004 / 0.0880 for FedAvg (ratio "
+    "0.998-0.999 per seed, 0.9 asked). With one full-batch step a round both normalize with each client's own batch "
+    "statistics in training, so FedAvg differs from FedBN only by averaging BN's γ and β every round, and those "
+    "barely leave their initial values: in FedBN's final state (checkpoint.pt) max |γ − 1| is 0.029-0.044, max |β| "
+    "0.043-0.074, and the two clients' γ differ by at most 0.022 and their β by at most 0.031. The seed-0 diagnostic "
+    "(the superseded declaration below) found the same tie at every rate from 1e-4 to 1 and with 10 local steps a "
+    "round. So in this reading of App. F (Σ₂ = 0.5^|i−j|, one step a round, the training-mode loss) FedBN has "
+    "nothing to converge faster with; App. F leaves open Σ₂'s values, the local steps per round and which loss it "
+    "plots. The FedBN loss is still falling by 0.01 over the last 120 steps, so the rule reads not converged.")
+
+
 FIG9_STATEMENT = ("App. F Fig. 9 (two 10-dim Gaussian clients, Σ₁ = I and a correlated Σ₂): FedBN's training loss "
                   "converges significantly faster than FedAvg's, and both reach 100 % accuracy.")
 FIG9_SETTING = ("2 clients × 100 samples, a 10-100-2 network with BN, α = 10 on the hidden layer only, SGD lr {lr}, "
@@ -123,7 +137,9 @@ FIG9_CLAIM = Claim(
     (Check("FedBN mean loss", "FedAvg mean loss", "ratio_at_most", 0.9,
            "paper: curves only, 'significantly faster convergence'; FedBN's mean loss at least a tenth below "
            "FedAvg's"),) + FIG9_ACCURACY,
-    seeds=3,
+    seeds=3, diagnosis=FIG9_TRAINED_DIAGNOSIS,
+    decided_by="the same runs longer (rounds=3000), until the loss stops falling; at 600 steps the two losses "
+               "differ by 0.1-0.2 % in every seed",
     superseded=(Superseded(FIG9_V1, "at the paper's lr 1e-5 the 600 steps barely train the network, so neither the "
                                     "accuracy nor the loss comparison can say anything: " + FIG9_DIAGNOSIS + " Tested "
                                     "since (seed 0, the same setting at larger rates: python run.py -m "
