@@ -5,7 +5,9 @@ synthetic tensors of the right shapes) it measures seconds per round, samples pe
 memory of
 
 1. ``engine=loop`` (and ``loop`` with ``channels_last``),
-2. ``engine=vmap`` and ``engine=packed``,
+2. ``engine=vmap`` and ``engine=packed`` with ``engine.cuda_graphs=auto`` (on CUDA the local step
+   captured once a round and replayed, ``engine/graphs.py``; eager elsewhere), and ``packed_eager``
+   (``engine.cuda_graphs=off``, the same backend without graphs),
 3. a *typical FL loop*, written the way the papers' public code trains clients (e.g. HBN's
    ``FedBaseline/models/FedAvg/clients.py``): per client and round a ``copy.deepcopy`` of the
    global model, a fresh ``torch.optim.SGD``, a ``torch.utils.data.DataLoader`` over a ``Dataset``
@@ -144,7 +146,7 @@ ROBUST_EVAL_CONFIGS = {"robust_eval": ["adversarial.robust_test=every"],
 """The robust evaluation's timings: with every evaluation attacking the test splits, and with them
 attacked only at the best validation round (``best_val_test_s``, once a run). A ``--baseline`` checkout times
 ``robust_eval`` for both (it may predate ``adversarial.robust_test``)."""
-CONFIGS = ("typical", "loop", "loop_cl", "vmap", "packed")
+CONFIGS = ("typical", "loop", "loop_cl", "vmap", "packed", "packed_eager")
 """Training configurations; ``eval`` (seconds per evaluation of 10,000 test images, ``--configs eval``),
 ``robust_eval`` (seconds per evaluation of a real-data preset's run, its robust accuracy
 included, with the evaluation's results in the row), ``replicas`` (``--replicas`` seeds trained together on the ``auto`` engine, ``engine/replicas.py``;
@@ -190,7 +192,8 @@ def engine_rounds(preset: Preset, cfg, device: torch.device, engine: str, rounds
     backend = select_engine(engine, fed, batch_size, cfg.clients_per_round, device)
     settings = RunSettings(rounds=rounds, clients_per_round=cfg.clients_per_round, batch_size=cfg.batch_size,
                            lr=cfg.algo.lr, schedule=cfg.algo.schedule, seed=seed, eval_every=rounds, progress=False,
-                           channels_last=cfg.engine.channels_last, augment=preset.augment)
+                           channels_last=cfg.engine.channels_last, augment=preset.augment,
+                           cuda_graphs=cfg.engine.cuda_graphs)
     sim = Simulation(fed, settings, RunRecorder(tempfile.mkdtemp()), NullLogger(), engine=backend)
     return sim, backend
 
@@ -312,14 +315,17 @@ def measure(preset_name: str, config: str, rounds: int, warmup: int, device: tor
         return measure_replicas(preset_name, rounds, warmup, device, overrides, replicas)
     preset = PRESETS[preset_name]
     engine = {"typical": "loop", "loop": "loop", "loop_cl": "loop", "vmap": "vmap", "packed": "packed",
-              "auto": "auto"}[config]
-    extra = [*overrides, f"engine={engine}", f"engine.channels_last={config == 'loop_cl'}"]
+              "packed_eager": "packed", "auto": "auto"}[config]
+    extra = [*overrides, f"engine={engine}", f"engine.channels_last={config == 'loop_cl'}",
+             *(["engine.cuda_graphs=off"] if config == "packed_eager" else [])]
     cfg = compose_config(preset, extra)
     if config == "typical":
         runner, backend = TypicalFL(preset, cfg, device), "typical"
         step = runner.run_round
     else:
         sim, backend = engine_rounds(preset, cfg, device, engine, warmup + rounds + 2)
+        if sim.backend.ctx.cuda_graphs:
+            backend = f"{backend}+graphs"
 
         def step(r: int) -> int:
             before = sim.rounds.samples_seen

@@ -10,6 +10,7 @@
 #   scripts/gpu_check.sh             on the GPU machine (at most 8 minutes)
 #   scripts/gpu_check.sh --dry-run   print the steps, their limits and the total; check that every wheel is in .whl/
 #   scripts/gpu_check.sh --install   only the install step (no GPU needed); prints the PYTHONPATH the check uses
+#   scripts/gpu_check.sh --sweep     after the check, in a second call: an 8-job sweep sequential vs 8 at once
 #
 # Environment: WHEELS (default .whl), PYTHON (default python3), OUT (a folder to copy the check's
 # log, the tier's log and the tables to, at most 8 files, if set), SITE (install target, default
@@ -23,7 +24,7 @@ SITE=${SITE:-/tmp/fedbn-site}
 LIST=scripts/gpu_wheels.txt
 RESULTS=${RESULTS:-results/bench}
 PRESETS=(hbn_cifar10 fbn_cifar10 fedbn_digits)
-CONFIGS=typical,loop,loop_cl,vmap,packed,replicas
+CONFIGS=typical,loop,loop_cl,vmap,packed,packed_eager,replicas
 BUDGET_S=480
 # Time limits in seconds. Measured on the H200 at 02ecf67: the tier took 47 s with -n 8; hbn_cifar10
 # 6.82 s a round on the typical loop, 4.50 on loop, 0.70 on packed, and each configuration's fresh
@@ -34,7 +35,12 @@ DEVICE_S=30
 INSTALL_S=30
 TIER_S=120
 declare -A BENCH_S=([hbn_cifar10]=150 [fbn_cifar10]=50 [fedbn_digits]=60)
-declare -A BENCH_ARGS=([hbn_cifar10]="--rounds 1" [fbn_cifar10]="" [fedbn_digits]="")
+declare -A BENCH_ARGS=([hbn_cifar10]="--rounds 1 --replicas 8" [fbn_cifar10]="" [fedbn_digits]="")
+# --sweep (a second call): 8 seeds of the default run as one `run.py -m` sweep, one job after another
+# and 8 at once on the GPU (our process launcher, hydra/launcher=joblib), 8 x about 15 s sequential
+# (start-up included) plus the parallel sweep, estimated.
+SWEEP="device=cuda seed=0,1,2,3,4,5,6,7 rounds=10 eval_every=10 checkpoint_every=0"
+SWEEP_S=300
 LOG=$RESULTS/gpu_check.log
 TIER_LOG=$RESULTS/gpu_tests.log
 OUTPUTS=("$LOG" "$TIER_LOG" $(for preset in "${PRESETS[@]}"; do echo "$RESULTS/gpu_$preset.csv"; done))
@@ -70,7 +76,21 @@ steps() {
     local total
     total=$(total_s)
     echo "budget: $total s ($((total / 60)) min $((total % 60)) s) of step limits, at most $BUDGET_S s"
-    (( total <= BUDGET_S ))
+    echo "second call, scripts/gpu_check.sh --sweep: install, then $(sweep_command) -> $RESULTS/gpu_sweep.csv" \
+         "(its own limit $SWEEP_S s)"
+    (( total <= BUDGET_S && DEVICE_S + INSTALL_S + SWEEP_S <= BUDGET_S ))
+}
+
+sweep_command() {
+    echo "$PYTHON scripts/bench.py --sweep \"$SWEEP\" --n-jobs 8 --out $RESULTS/sweep"
+}
+
+sweep() {  # the --sweep call: the same device check and install, then the sweep, its table as gpu_sweep.csv
+    step device "$DEVICE_S" - "$PYTHON" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'" \
+        && install || return 1
+    rm -rf "$RESULTS/sweep"
+    step sweep "$SWEEP_S" - "$PYTHON" scripts/bench.py --sweep "$SWEEP" --n-jobs 8 --out "$RESULTS/sweep" || return 1
+    cp "$RESULTS"/sweep/*.csv "$RESULTS/gpu_sweep.csv"
 }
 
 check_wheels() {
@@ -146,9 +166,17 @@ case $mode in
     echo "PYTHONPATH=$PYTHONPATH"
     exit 0
     ;;
+--sweep)
+    check_wheels || exit 1
+    mkdir -p "$RESULTS"
+    sweep 2>&1 | tee "$RESULTS/gpu_sweep.log"
+    status=${PIPESTATUS[0]}
+    [[ -n ${OUT:-} ]] && cp "$RESULTS/gpu_sweep.log" $( ((status == 0)) && echo "$RESULTS/gpu_sweep.csv") "$OUT"/
+    exit "$status"
+    ;;
 run) ;;
 *)
-    echo "error: unknown argument '$mode' (allowed: --fetch, --dry-run, --install, or none)" >&2
+    echo "error: unknown argument '$mode' (allowed: --fetch, --dry-run, --install, --sweep, or none)" >&2
     exit 2
     ;;
 esac

@@ -95,6 +95,9 @@ def test_the_dry_run_budget_is_at_most_eight_minutes_and_out_gets_at_most_eight_
     files = copied.rsplit(": ", 1)[1].split()
     assert len(files) <= 8 and "results/bench/gpu_tests.log" in files, files
     assert {f"results/bench/gpu_{preset}.csv" for preset in bench_presets(bench)} <= set(files)
+    sweep = next(line for line in done.stdout.splitlines() if line.startswith("second call"))
+    assert "--n-jobs 8" in sweep and "seed=0,1,2,3,4,5,6,7" in sweep and "-> results/bench/gpu_sweep.csv" in sweep
+    assert limits[0] + limits[1] + int(sweep.rsplit("its own limit ", 1)[1].split()[0]) <= 480, sweep
 
 
 def bench_args(bench, processes: str):
