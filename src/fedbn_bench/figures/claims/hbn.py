@@ -112,7 +112,8 @@ FIG5_LOW_C_DIAGNOSIS = (
     "evaluations instead of the best.")
 
 
-def fig5_low_c(runs: str, preset: str, clients: str, per_round: int, *superseded: Superseded) -> Claim:
+def fig5_low_c(runs: str, preset: str, clients: str, per_round: int, *superseded: Superseded,
+               diagnosis: str = "") -> Claim:
     """HBN Fig. 5 at C = 0.1: the small λ against λ = 1 with ``per_round`` clients a round (``clients``: K)."""
     return Claim(
         "hbn/fig5_small_lambda_low_c",
@@ -123,14 +124,18 @@ def fig5_low_c(runs: str, preset: str, clients: str, per_round: int, *superseded
         {"λ small, C = 0.1": row(runs, "hbn_b32", **{"clients_per_round": per_round, "norm.lam": 0.15}),
          "λ = 1, C = 0.1": row(runs, "hbn_b32", **{"clients_per_round": per_round, "norm.lam": 1})},
         (Check("λ small, C = 0.1", "λ = 1, C = 0.1", "at_least", 0.0, "paper: curves only; small λ above λ = 1"),),
-        seeds=3, full_scale=FULL_C10.format("fig5"), superseded=superseded)
+        seeds=3, diagnosis=diagnosis, full_scale=FULL_C10.format("fig5"), superseded=superseded)
 
 
 FIG5_LOW_C = fig5_low_c(
     FIG5_K100, "hbn/fig5_k100_fmnist", "(K = 100, as in the paper)", 10,
     Superseded(fig5_low_c(FIG5, "hbn/fig5_fmnist", "but K = 20 clients", 2),
                "its setting was not the paper's: with K = 20 clients C = 0.1 trains 2 clients a round where the "
-               "paper's K = 100 trains 10 (issue 45; declared at commit bebfdc9 and before). " + FIG5_LOW_C_DIAGNOSIS))
+               "paper's K = 100 trains 10 (issue 45; declared at commit bebfdc9 and before). " + FIG5_LOW_C_DIAGNOSIS),
+    diagnosis="Measured (3 seeds, 30 rounds, the same client draws for both λ): the small λ is ahead in every seed, "
+              "by 1.5, 3.3 and 1.2 points (best 85.9 / 85.5 / 85.0 against 84.4 / 82.2 / 83.8). With 10 clients a "
+              "round the largest drop between consecutive evaluations is 5.2 points (it was 13-19 with 2 a round "
+              "at K = 20). Both are still improving at round 30, as every 30-round run of this setting.")
 """HBN Fig. 5 at C = 0.1 with the paper's K = 100 (``hbn/fig5_k100_fmnist``), declared before its runs."""
 
 
