@@ -4,15 +4,13 @@ graph's contract, replayed on the CPU), which must give the eager results exactl
 comparison on a GPU with real CUDA graphs is in the CUDA tier (``tests/test_cuda.py``)."""
 from __future__ import annotations
 
-import logging
-
 import pytest
 import torch
 
 from conftest import build_simulation, compose_config
 from fedbn_bench.engine.backends import stacked
-from fedbn_bench.engine.graphs import (CAPTURED, GraphedSteps, SyncProbe, check_mode, graph_status, round_reason,
-                                       run_reason)
+from fedbn_bench.engine.graphs import (CAPTURED, GraphedSteps, SyncProbe, check_mode, graph_status, run_reason,
+                                       sync_reason)
 from fedbn_bench.engine.step_graph import TracedStepGraph
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.norms import NORMS
@@ -37,14 +35,10 @@ def test_the_run_rule_names_the_first_rule_that_fails(mode, device, engine, adve
         assert graph_status(mode, device, engine, adversarial) == (CAPTURED if reason is None else f"eager: {reason}")
 
 
-@pytest.mark.parametrize(("synchronising", "counts", "reason"), [
-    (["_local_scalar_dense", "nonzero", "_local_scalar_dense"], [3, 3],
-     "the local step synchronises with the host (_local_scalar_dense, nonzero)"),
-    ([], [3, 2], "the clients take unequal numbers of local steps, so the step's shape changes"),
-    ([], [3, 3], None),
-])
-def test_the_round_rule(synchronising, counts, reason):
-    assert round_reason(synchronising, counts) == reason
+def test_the_sync_rule_names_each_synchronising_operation_once():
+    assert sync_reason(["_local_scalar_dense", "nonzero", "_local_scalar_dense"]) == \
+        "the local step synchronises with the host (_local_scalar_dense, nonzero)"
+    assert sync_reason([]) is None
 
 
 @pytest.mark.parametrize(("mode", "device", "message"), [
@@ -158,7 +152,7 @@ def test_a_host_value_that_changes_between_steps_is_frozen_by_the_replay():
             w.add_(x * scale[0])
             scale[0] += 1
 
-        runner = GraphedSteps(TracedStepGraph())
+        runner = GraphedSteps(TracedStepGraph)
         for s in range(4):
             x = torch.full((3,), float(s))
             runner(step, None, x, x) if graphed else step(None, x, x)
@@ -174,21 +168,35 @@ def test_a_synchronising_step_is_never_captured():
     def step(n, x, y):
         seen.append(float(x.sum()))
 
-    runner = GraphedSteps(TracedStepGraph())
+    runner = GraphedSteps(TracedStepGraph)
     for s in range(3):
         runner(step, None, torch.full((2,), float(s)), torch.zeros(2))
     assert seen == [0.0, 2.0, 4.0]
     assert runner.reason == "the local step synchronises with the host (_local_scalar_dense)"
 
 
-def test_unequal_local_steps_run_eagerly_with_the_reason(tmp_path, caplog):
-    sim = build_simulation(["model=simple_cnn", "num_clients=4", "batch_size=8", "algo.local_steps=null",
-                            "algo.local_epochs=1", "alpha=0.3", "norm=bn"], tmp_path, rounds=1, dtype=torch.float32,
-                           engine="packed", cuda_graphs="emulate")
-    with caplog.at_level(logging.INFO):
+def test_unequal_local_steps_get_a_graph_per_shape(tmp_path, monkeypatch):
+    """Clients of unequal sizes training one epoch: the step's shape shrinks as clients finish, each
+    shape is captured and replayed on its own, and the rounds equal the eager ones bit for bit."""
+    shapes = []
+    capture = GraphedSteps.capture
+
+    def seen(self, graph, shape, *args):
+        shapes.append(shape[0])
+        capture(self, graph, shape, *args)
+
+    monkeypatch.setattr(GraphedSteps, "capture", seen)
+    unequal = ["algo.local_steps=null", "algo.local_epochs=1", "alpha=0.3", "norm=bn", "num_clients=4",
+               "batch_size=8", "model=simple_cnn"]
+    results = []
+    for mode in ("off", "emulate"):
+        sim = build_simulation(unequal, tmp_path / mode, rounds=1, dtype=torch.float32, engine="packed",
+                               cuda_graphs=mode)
         sim.run_round(0)
-    assert "engine.cuda_graphs=emulate: eager local steps in a round (the clients take unequal numbers of local " \
-           "steps, so the step's shape changes)" in caplog.text
+        results.append(sim.store.global_state)
+    assert len(shapes) > 1 and shapes == sorted(shapes, reverse=True), shapes
+    for key in results[0]:
+        torch.testing.assert_close(results[1][key], results[0][key], rtol=0, atol=0, msg=key)
 
 
 def test_a_replayed_output_that_changes_shape_is_an_error():

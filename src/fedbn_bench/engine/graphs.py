@@ -13,15 +13,15 @@ Replay is only correct for a step that
 * never waits for the device (no ``.item()``, no data-dependent shapes): a synchronisation in a
   captured region is an error, and a value read on the host would be frozen at capture time.
   ``SyncProbe`` watches the first step of every round;
-* keeps its shapes and buffers from step to step: the stacked backends compute only the clients
-  still training (``stacked.py``), so a round whose clients take unequal numbers of steps
-  changes the step's shape when the first client finishes;
+* keeps its buffers from step to step, and its shape for long enough: the stacked backends
+  compute only the clients still training (``stacked.py``), so when clients take unequal numbers
+  of steps the step's shape changes each time one finishes, and each shape gets its own graph;
 * trains with the algorithm's loss (adversarial training's attacks are not captured).
 
-``GraphedSteps`` runs a round: the first step eagerly under the probe (on CUDA on a side stream,
-the warm-up the CUDA-graphs notes ask for), then the second is captured over static copies of its
-batches and replayed for it and every later step, each step's batches copied into the static
-ones. Host values the step uses (the round's learning rate, the active clients) are constant
+``GraphedSteps`` runs a round: per shape, the first step eagerly (on CUDA on the graphs' side
+stream, the warm-up the CUDA-graphs notes ask for; the round's first under the probe), then the
+second is captured over static copies of its batches and replayed for it and every later step of
+that shape, each step's batches copied into the static ones. Host values the step uses (the round's learning rate, the active clients) are constant
 within a round, and the graph is made again each round, as the round's stacks are new. The
 randomness is on the device: batches and augmentation are drawn once per round
 (``engine/sampling.py``), dropout from the device generator, which replays advance.
@@ -97,19 +97,22 @@ def graph_status(mode: str, device: torch.device, engine: str, adversarial: bool
     return CAPTURED if reason is None else f"eager: {reason}"
 
 
-def round_reason(synchronising: list[str], step_counts: list[int]) -> Optional[str]:
-    """Why one round's steps run eagerly (one line), or ``None``: ``synchronising`` are the
-    operations a ``SyncProbe`` saw in a step, ``step_counts`` the local steps of each client."""
+def sync_reason(synchronising: list[str]) -> Optional[str]:
+    """Why a round's steps run eagerly when a ``SyncProbe`` saw ``synchronising`` operations in its
+    first step (one line), or ``None``."""
     if synchronising:
         return f"the local step synchronises with the host ({', '.join(sorted(set(synchronising)))})"
-    if len(set(step_counts)) > 1:
-        return "the clients take unequal numbers of local steps, so the step's shape changes"
     return None
 
 
 def step_graph_maker(mode: str) -> Callable[[], StepGraph]:
-    """The recorded step of ``mode``: a CUDA graph, or its traced stand-in for ``emulate``."""
-    return TracedStepGraph if mode == "emulate" else CudaStepGraph
+    """The recorded steps of one round under ``mode``: its traced stand-in for ``emulate``, else CUDA
+    graphs on one side stream sharing one memory pool (safe: a round replays a graph only until the
+    next one is captured, as the active clients only shrink)."""
+    if mode == "emulate":
+        return TracedStepGraph
+    stream, pool = torch.cuda.Stream(), torch.cuda.graph_pool_handle()
+    return lambda: CudaStepGraph(stream, pool)
 
 
 Step = Callable[[Optional[int], torch.Tensor, torch.Tensor], None]
@@ -117,46 +120,48 @@ Step = Callable[[Optional[int], torch.Tensor, torch.Tensor], None]
 
 
 class GraphedSteps:
-    """One round's local steps of a stack: the first eager under a ``SyncProbe``, the second
-    captured over static copies of its batches and replayed for it and every later step of the same
-    shape. ``reason``: why it stopped capturing (every later step is then eager)."""
+    """One round's local steps of a stack, by shape (the active clients shrink as clients finish,
+    ``stacked.py``): a shape's first step eager (the round's very first under a ``SyncProbe``), its
+    second captured over static copies of its batches and replayed for it and each later step of
+    that shape. ``reason``: why it stopped capturing (every later step is then eager)."""
 
-    def __init__(self, graph: StepGraph) -> None:
-        self.graph = graph
-        self.probed = False
-        self.shape: Optional[tuple] = None
-        self.inputs: tuple[torch.Tensor, ...] = ()
+    def __init__(self, make_graph: Callable[[], StepGraph]) -> None:
+        self.make_graph = make_graph
+        self.warm: dict[tuple, StepGraph] = {}
+        self.graphs: dict[tuple, tuple[StepGraph, tuple[torch.Tensor, torch.Tensor]]] = {}
         self.reason: Optional[str] = None
 
     def __call__(self, step: Step, n: Optional[int], x: torch.Tensor, y: torch.Tensor) -> None:
-        shape = (n, x.shape, y.shape)
+        shape = (n, tuple(x.shape), tuple(y.shape))
         if self.reason is not None:
             step(n, x, y)
-        elif not self.probed:
-            with SyncProbe() as probe:
-                self.graph.warmup(lambda: step(n, x, y))
-            self.probed = True
-            self.reason = round_reason(probe.calls, [])
-        elif self.shape is None:
-            self.capture(step, n, x, y)
-        elif shape == self.shape:
-            for static, new in zip(self.inputs, (x, y)):
+        elif shape in self.graphs:
+            graph, inputs = self.graphs[shape]
+            for static, new in zip(inputs, (x, y)):
                 static.copy_(new)
-            self.graph.replay()
+            graph.replay()
+        elif shape in self.warm:
+            self.capture(self.warm.pop(shape), shape, step, n, x, y)
         else:
-            self.reason = "the step's shape changed within the round"
-            step(n, x, y)
+            graph = self.warm[shape] = self.make_graph()
+            if self.graphs or len(self.warm) > 1:
+                graph.warmup(lambda: step(n, x, y))
+                return
+            with SyncProbe() as probe:
+                graph.warmup(lambda: step(n, x, y))
+            self.reason = sync_reason(probe.calls)
 
-    def capture(self, step: Step, n: Optional[int], x: torch.Tensor, y: torch.Tensor) -> None:
+    def capture(self, graph: StepGraph, shape: tuple, step: Step, n: Optional[int], x: torch.Tensor,
+                y: torch.Tensor) -> None:
         static_x, static_y = x.clone(), y.clone()
         try:
-            self.graph.capture(lambda: step(n, static_x, static_y))
+            graph.capture(lambda: step(n, static_x, static_y))
         except RuntimeError as error:
-            if self.graph.runs_on_capture:
+            if graph.runs_on_capture:
                 raise
             self.reason = f"the capture failed ({str(error).splitlines()[0]})"
             step(n, x, y)
             return
-        if not self.graph.runs_on_capture:
-            self.graph.replay()
-        self.shape, self.inputs = (n, x.shape, y.shape), (static_x, static_y)
+        if not graph.runs_on_capture:
+            graph.replay()
+        self.graphs[shape] = (graph, (static_x, static_y))

@@ -40,15 +40,15 @@ class StepGraph(Protocol):
 
 
 class CudaStepGraph:
-    """The step as a ``torch.cuda.CUDAGraph``, captured on a side stream (what ``torch.cuda.graph``
-    does, without its device-wide synchronisation and garbage collection, which would cost every
-    round)."""
+    """The step as a ``torch.cuda.CUDAGraph``, captured on ``stream`` into the memory ``pool`` (what
+    ``torch.cuda.graph`` does, without its device-wide synchronisation and garbage collection, which
+    would cost every round)."""
 
     runs_on_capture = False
 
-    def __init__(self) -> None:
+    def __init__(self, stream: torch.cuda.Stream, pool: Any) -> None:
         self.graph = torch.cuda.CUDAGraph()
-        self.stream = torch.cuda.Stream()
+        self.stream, self.pool = stream, pool
 
     def on_side_stream(self, work: Callable[[], None]) -> None:
         self.stream.wait_stream(torch.cuda.current_stream())
@@ -61,7 +61,7 @@ class CudaStepGraph:
 
     def capture(self, step: Callable[[], None]) -> None:
         def captured() -> None:
-            self.graph.capture_begin()
+            self.graph.capture_begin(pool=self.pool)
             try:
                 step()
             finally:

@@ -36,7 +36,7 @@ from fedbn_bench.core.trees import Tree, prefix, unstack_tree
 from fedbn_bench.core.updates import State
 from fedbn_bench.engine.backends.base import Backend, ClientJob, ClientResult, TrainingContext
 from fedbn_bench.engine.backends.stacked_model import StackedModel
-from fedbn_bench.engine.graphs import GraphedSteps, round_reason, step_graph_maker
+from fedbn_bench.engine.graphs import GraphedSteps, step_graph_maker
 from fedbn_bench.engine.local_steps import run_local_steps
 from fedbn_bench.engine.sampling import client_round_batches, seed_global
 from fedbn_bench.norms.base import NormMethod
@@ -196,7 +196,7 @@ class StackedBackend(Backend):
 
         steps = ((sum(c > s for c in counts), xb, yb) for s, (xb, yb) in enumerate(self.step_batches(x, y))
                  for _ in range(replays))
-        graphed = self.graphed_steps(counts)
+        graphed = self.graphed_steps()
         run_local_steps(algo, forward_backward, params, local,
                         ((n, prefix(xb, n), prefix(yb, n)) for n, xb, yb in steps), lr, loss_sum, graphed)
         if graphed is not None and graphed.reason is not None:
@@ -214,17 +214,11 @@ class StackedBackend(Backend):
                                             stats, own, loss)
         return results
 
-    def graphed_steps(self, step_counts: list[int]) -> Optional[GraphedSteps]:
+    def graphed_steps(self) -> Optional[GraphedSteps]:
         """The round's step runner under ``engine.cuda_graphs`` (``engine/graphs.py``), or ``None``
-        (eager) when the run or this round cannot be captured."""
+        (eager) when the run cannot be captured."""
         mode = self.ctx.cuda_graphs
-        if mode is None:
-            return None
-        reason = round_reason([], step_counts)
-        if reason is not None:
-            self.note_eager(reason)
-            return None
-        return GraphedSteps(step_graph_maker(mode)())
+        return None if mode is None else GraphedSteps(step_graph_maker(mode))
 
     def note_eager(self, reason: str) -> None:
         """Say once per run and reason why a round's steps ran eagerly."""
