@@ -11,6 +11,7 @@ from conftest import build_simulation, compose_config
 from fedbn_bench.engine.backends import stacked
 from fedbn_bench.engine.graphs import (CAPTURED, GraphedSteps, SyncProbe, check_mode, graph_status, run_reason,
                                        sync_reason)
+from fedbn_bench.engine.replicas import ReplicaGroup
 from fedbn_bench.engine.step_graph import TracedStepGraph
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.norms import NORMS
@@ -207,3 +208,19 @@ def test_a_replayed_output_that_changes_shape_is_an_error():
     with pytest.raises(RuntimeError, match="gave shape .* on replay, .* at capture"):
         graph.replay()
 
+
+
+def test_replicas_in_one_stack_replay_as_they_run_eagerly(tmp_path):
+    """``replicas=k`` on a graphed stack (issue 42 §3): the k seeds' clients are one stack, one graph."""
+    states = {}
+    for mode in ("off", "emulate"):
+        sims = [build_simulation([*SMALL, "norm=bn", f"seed={s}"], tmp_path / mode / str(s), rounds=2,
+                                 dtype=torch.float32, engine="packed", cuda_graphs=mode) for s in range(3)]
+        group = ReplicaGroup(sims, progress=False)
+        assert group.unshared is None
+        for r in range(2):
+            group.train_round(sims, r)
+        states[mode] = [sim.store.global_state for sim in sims]
+    for eager, graphed in zip(states["off"], states["emulate"]):
+        for key in eager:
+            torch.testing.assert_close(graphed[key], eager[key], rtol=0, atol=0, msg=key)
