@@ -48,14 +48,19 @@ if WORKER_CORES:
     torch.set_num_threads(WORKER_CORES)
 
 
+def load_script(name: str, module_name: str | None = None):
+    """``scripts/<name>.py`` as a module (registered in ``sys.modules`` under ``module_name``, default ``name``)."""
+    spec = importlib.util.spec_from_file_location(module_name or name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def bench():
     """``scripts/bench.py`` as a module."""
-    spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench", "bench_script")
 
 
 def compose_config(overrides: list[str] | None = None, return_hydra_config: bool = False):

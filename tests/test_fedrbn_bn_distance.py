@@ -3,22 +3,18 @@ checkpoint (claim fedrbn/table1_bna_over_bnc's diagnosis). Exact values on hand-
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
 
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import load_script
 from fedbn_bench.engine.checkpoint import save_checkpoint
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("fedrbn_bn_distance", ROOT / "scripts" / "fedrbn_bn_distance.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("fedrbn_bn_distance")
 
 
 def user(mean_c, var_c, mean_a, var_a) -> dict[str, torch.Tensor]:
