@@ -70,9 +70,23 @@ TABLE1_PHI06_DIAGNOSIS = (
     "1.1 points (86.6 to 87.7); the paper's spread is 4.3 (73.9 to 78.2). HBN leads BN early (mean test "
     "accuracy at round 5 / 10 / 20 / 30: HBN 78.1 / 83.3 / 85.7 / 87.4, BN 71.4 / 81.7 / 86.2 / 87.6), and "
     "every norm's best is its last evaluation: at 30 rounds the runs are still learning, where the paper takes "
-    "the best over 500. Fashion-MNIST at φ = 0.6 leaves BN little to lose. Next runs: BN, FixBN and HBN "
-    "at 100 rounds (λ = 0.05, matched), claim hbn/table1_phi0.6_100_rounds, before any conclusion about the "
-    "ordering.")
+    "the best over 500. Fashion-MNIST at φ = 0.6 leaves BN little to lose. Run since: BN, FixBN and HBN at 100 "
+    "rounds (λ = 0.05, matched; claim hbn/table1_phi0.6_100_rounds), where all three converge by the rule and tie "
+    "(HBN 90.1 ± 0.3, BN 90.1 ± 0.4, FixBN 89.9 ± 0.2), so longer runs do not give HBN its lead here.")
+
+
+TABLE1_100_DIAGNOSIS = (
+    "Measured (3 seeds, 100 rounds, every quantity converged by the rule): HBN 90.1 ± 0.3, BN 90.1 ± 0.4, FixBN "
+    "89.9 ± 0.2; per seed HBN − BN is −0.16 / +0.09 / +0.04 and HBN − FixBN +0.27 / +0.33 / +0.15, so HBN is first "
+    "by a margin far below the 0.8 asked (the paper's 2.4 points). With the same client draws the three norms peak "
+    "at the same evaluation in each seed (round 100 / 80 / 90), and their mean curves are within 0.3 points of "
+    "each other from round 60 on (BN 89.1 → 89.4, HBN 88.8 → 89.4); only at round 10 does one lead (FixBN 84.4 "
+    "against BN 82.0 and HBN 81.7). HBN's learned factor does not move: w = sigmoid(α) stays within "
+    "0.4994-0.5014 in every layer, seed and evaluation (sd over the clients at most 0.0016; metric "
+    "hybrid_factor), so HBN runs as a fixed half-and-half mix of batch and global statistics; each client trains "
+    "in about 10 of the 100 rounds. And BN loses nothing here that FixBN recovers: FixBN, 1.5 points above BN in "
+    "the paper, is 0.2 below it. On Fashion-MNIST at φ = 0.6 there is no BN deficit for HBN to correct; the "
+    "paper's gap is on CIFAR-10 at 500 rounds.")
 
 
 TABLE6_DIAGNOSIS = (
@@ -177,7 +191,7 @@ def table1_100_rounds() -> Claim:
         {"BN": row(TABLE1_100, "bn"), "FixBN": row(TABLE1_100, "fixbn"), "HBN": row(TABLE1_100, "hbn_100_rounds")},
         (Check("HBN", "FixBN", "at_least", 0.0, f"paper: HBN first ({paper['HBN']} vs FixBN {paper['FixBN']})"),
          Check("HBN", "BN", "at_least", round(gap / 3, 2), f"paper gap {gap:.2f} points; a third of it")),
-        seeds=3, full_scale=FULL_C10.format("table1"))
+        seeds=3, diagnosis=TABLE1_100_DIAGNOSIS, full_scale=FULL_C10.format("table1"))
 
 
 TABLE4_SAME_AS_TABLE1 = (
