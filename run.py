@@ -101,6 +101,8 @@ if __name__ == "__main__":
         print(f"error: {argv_error}", file=sys.stderr)
         sys.exit(2)
     sys.argv = [sys.argv[0], *quote_resume(sys.argv[1:])]
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when the parent ignored it (`run.py &` in a script)
     signal.signal(signal.SIGTERM, stop)
     try:
         main()

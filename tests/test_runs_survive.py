@@ -33,9 +33,9 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.enviro
        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0", "WANDB_MODE": "offline"}
 
 
-def start(*args: str, cwd: Path = ROOT) -> subprocess.Popen:
+def start(*args: str, cwd: Path = ROOT, preexec_fn=None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd, env=ENV, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec_fn)
 
 
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -212,6 +212,23 @@ def test_ctrl_c_stops_the_whole_sweep(tmp_path):
     assert proc.returncode == 130, stderr[-2000:]
     assert [d.name[0] for d in tmp_path.glob("[0-9]_*")] == ["0"]
     assert summary(next(tmp_path.glob("0_*")))["status"] == "interrupted"
+
+
+def test_ctrl_c_stops_a_run_whose_parent_ignored_sigint(tmp_path):
+    """A script's background job (``python run.py &``) or a test runner's child starts with SIGINT
+    ignored (and may have it blocked), which Python keeps: Ctrl-C would be lost (seen in CI: a
+    sweep ran its 3 x 200 rounds to the end after SIGINT)."""
+    def ignore_and_block_sigint():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+    proc = start(*SMALL, "rounds=200", "eval_every=1", f"hydra.run.dir={tmp_path}",
+                 preexec_fn=ignore_and_block_sigint)
+    wait_for(lambda: (tmp_path / "metrics.csv").exists(), proc, "the first round")
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert summary(tmp_path)["status"] == "interrupted"
 
 
 def test_sigterm_stops_a_parallel_sweep_and_each_running_job_records_it(tmp_path):
