@@ -21,10 +21,11 @@ Replay is only correct for a step that
 ``GraphedSteps`` runs a round: per shape, the first step eagerly (on CUDA on the graphs' side
 stream, the warm-up the CUDA-graphs notes ask for; the round's first under the probe), then the
 second is captured over static copies of its batches and replayed for it and every later step of
-that shape, each step's batches copied into the static ones. Host values the step uses (the round's learning rate, the active clients) are constant
-within a round, and the graph is made again each round, as the round's stacks are new. The
-randomness is on the device: batches and augmentation are drawn once per round
-(``engine/sampling.py``), dropout from the device generator, which replays advance.
+that shape, each step's batches copied into the static ones. Host values the step uses (the
+round's learning rate, the active clients) are constant within a round, and the graphs are made
+again each round, as the round's stacks are new. The randomness is on the device: batches and
+augmentation are drawn once per round (``engine/sampling.py``), dropout from the device
+generator, which replays advance.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from fedbn_bench.engine.local_steps import OneStep
 from fedbn_bench.engine.step_graph import CudaStepGraph, StepGraph, TracedStepGraph
 from fedbn_bench.errors import ConfigError
 
@@ -115,10 +117,6 @@ def step_graph_maker(mode: str) -> Callable[[], StepGraph]:
     return lambda: CudaStepGraph(stream, pool)
 
 
-Step = Callable[[Optional[int], torch.Tensor, torch.Tensor], None]
-"""``(n, x, y) -> None``: one local step of ``n`` active clients on their batches, in place."""
-
-
 class GraphedSteps:
     """One round's local steps of a stack, by shape (the active clients shrink as clients finish,
     ``stacked.py``): a shape's first step eager (the round's very first under a ``SyncProbe``), its
@@ -131,7 +129,7 @@ class GraphedSteps:
         self.graphs: dict[tuple, tuple[StepGraph, tuple[torch.Tensor, torch.Tensor]]] = {}
         self.reason: Optional[str] = None
 
-    def __call__(self, step: Step, n: Optional[int], x: torch.Tensor, y: torch.Tensor) -> None:
+    def __call__(self, step: OneStep, n: Optional[int], x: torch.Tensor, y: torch.Tensor) -> None:
         shape = (n, tuple(x.shape), tuple(y.shape))
         if self.reason is not None:
             step(n, x, y)
@@ -143,15 +141,16 @@ class GraphedSteps:
         elif shape in self.warm:
             self.capture(self.warm.pop(shape), shape, step, n, x, y)
         else:
-            graph = self.warm[shape] = self.make_graph()
-            if self.graphs or len(self.warm) > 1:
+            graph = self.make_graph()
+            if self.graphs or self.warm:
                 graph.warmup(lambda: step(n, x, y))
-                return
-            with SyncProbe() as probe:
-                graph.warmup(lambda: step(n, x, y))
-            self.reason = sync_reason(probe.calls)
+            else:  # the round's first step
+                with SyncProbe() as probe:
+                    graph.warmup(lambda: step(n, x, y))
+                self.reason = sync_reason(probe.calls)
+            self.warm[shape] = graph
 
-    def capture(self, graph: StepGraph, shape: tuple, step: Step, n: Optional[int], x: torch.Tensor,
+    def capture(self, graph: StepGraph, shape: tuple, step: OneStep, n: Optional[int], x: torch.Tensor,
                 y: torch.Tensor) -> None:
         static_x, static_y = x.clone(), y.clone()
         try:

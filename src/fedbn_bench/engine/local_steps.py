@@ -22,8 +22,9 @@ ForwardBackward = Callable[[State, LocalTree, torch.Tensor, torch.Tensor, Option
                            tuple[State, torch.Tensor]]
 Step = tuple[Optional[int], torch.Tensor, torch.Tensor]
 """``(n, x, y)``: the number of active clients (``None`` for one client) and their batches."""
-StepRunner = Callable[[Callable[[Optional[int], torch.Tensor, torch.Tensor], None], Optional[int], torch.Tensor,
-                       torch.Tensor], None]
+OneStep = Callable[[Optional[int], torch.Tensor, torch.Tensor], None]
+"""``(n, x, y) -> None``: one local step of ``n`` active clients on their batches, in place."""
+StepRunner = Callable[[OneStep, Optional[int], torch.Tensor, torch.Tensor], None]
 """``(one_step, n, x, y) -> None``: runs ``one_step(n, x, y)``, or work equal to it."""
 
 
