@@ -232,7 +232,7 @@ def test_ctrl_c_stops_a_run_whose_parent_ignored_sigint(tmp_path):
 
 
 def test_sigterm_stops_a_parallel_sweep_and_each_running_job_records_it(tmp_path):
-    proc = start("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *SMALL, "rounds=200", "eval_every=1",
+    proc = start("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *SMALL, "rounds=100000", "eval_every=1",
                  "engine.threads=1", "seed=0,1,2", f"hydra.sweep.dir={tmp_path}")
     wait_for(lambda: len(list(tmp_path.glob("*/metrics.csv"))) == 2, proc, "two training jobs")
     proc.send_signal(signal.SIGTERM)
