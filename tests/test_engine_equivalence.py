@@ -3,9 +3,11 @@ batches, same weights, statistics and per-client state after 3 rounds, with uneq
 (Dirichlet label skew, so clients take different numbers of local steps), for every norm method and
 every algorithm, none of them falling back; and the choice of ``engine=auto``.
 
-Each comparison runs in float32 (tolerance 1e-4 relative) and in float64, where the two engines
-agree to 1e-9: there the only difference left is rounding, so any error in masking, ordering,
-statistics or optimizer arithmetic would show up by many orders of magnitude.
+Each comparison runs in float64, where the two engines agree to 1e-9: there the only difference left
+is rounding, so any error in masking, ordering, statistics or optimizer arithmetic would show up by many
+orders of magnitude. In float32 the engines' rounding differs with the CPU's kernels (vector width,
+summation order), so no fixed tolerance holds on every x86 CPU; the float32 check is relative to the
+computation's own conditioning instead (``assert_float32_equivalent``).
 """
 from __future__ import annotations
 
@@ -36,9 +38,14 @@ def simulate(engine: str, overrides: list[str], tmp_path, dtype=torch.float64, s
 
 
 TOLERANCE = {torch.float32: {"rtol": 1e-4, "atol": 1e-5}, torch.float64: {"rtol": 1e-9, "atol": 1e-11}}
-ILL_CONDITIONED_F32 = {"rtol": 1e-2, "atol": 2e-2}
-"""InstanceNorm on simple_cnn's 2x2 maps of 8x8 digits normalizes 4 values per channel, which
-amplifies float32 rounding (float64 agrees to 1e-9, so the logic is the same)."""
+FLOAT32_ERROR_FACTOR = 16.0
+"""How much larger a stacked engine's float32 error (against the float64 loop) may be than the float32
+loop's own error. Both are float32 rounding carried through the same 3 rounds, so they are of one size
+whatever the CPU: the largest ratio measured over every norm on both engines was 5.6 (AMD EPYC, torch
+2.14), and an error of logic is orders of magnitude larger (see the module docstring)."""
+FLOAT32_FLOOR_ULPS = 64
+"""A tensor whose float32 loop error happens to be tiny still allows this many float32 units of its
+largest entry (summation order alone moves a result by a few)."""
 
 
 def assert_same_state(a: dict, b: dict, what: str, tol: dict) -> None:
@@ -65,6 +72,46 @@ def assert_equivalent(overrides: list[str], tmp_path, dtype=torch.float64, tol=N
     for c, (a, b) in enumerate(zip(loop.store.client_algo_state, vmap.store.client_algo_state)):
         assert_same_state(a, b, f"client {c} algo state", tol)
     torch.testing.assert_close(torch.stack(vmap_losses), torch.stack(loop_losses), **tol)
+    return loop
+
+
+def float_leaves(state: dict, prefix: str = "") -> dict[str, torch.Tensor]:
+    """The floating-point tensors of a nested state, by dotted key, in float64."""
+    leaves = {}
+    for key, value in state.items():
+        if isinstance(value, dict):
+            leaves.update(float_leaves(value, f"{prefix}{key}."))
+        elif value.is_floating_point():
+            leaves[prefix + key] = value.double()
+    return leaves
+
+
+def sim_state(sim: Simulation) -> dict[str, torch.Tensor]:
+    """Global state, every client's local and algorithm state, as float64 leaves."""
+    store = sim.store
+    return float_leaves({"global": store.global_state, "local": dict(enumerate(store.client_local)),
+                         "algo": dict(enumerate(store.client_algo_state))})
+
+
+def assert_float32_equivalent(overrides: list[str], tmp_path, engine: str) -> Simulation:
+    """``engine`` in float32 against the float32 loop, both measured from the float64 loop: per tensor the
+    engine's largest error may be ``FLOAT32_ERROR_FACTOR`` times the loop's own float32 error (the
+    conditioning of that tensor's computation), or ``FLOAT32_FLOOR_ULPS`` float32 units of its largest
+    entry, whichever is larger."""
+    reference, _ = simulate("loop", overrides, tmp_path / "f64", torch.float64)
+    loop, _ = simulate("loop", overrides, tmp_path / "f32", torch.float32)
+    stacked, _ = simulate(engine, overrides, tmp_path / "f32", torch.float32)
+    assert isinstance(stacked.backend, StackedBackend), f"engine={engine} is not a stacked backend"
+    assert loop.rounds.samples_seen == stacked.rounds.samples_seen > 0
+    exact, own, theirs = sim_state(reference), sim_state(loop), sim_state(stacked)
+    assert exact.keys() == own.keys() == theirs.keys()
+    eps = torch.finfo(torch.float32).eps
+    for key, value in exact.items():
+        loop_error = (own[key] - value).abs().max().item()
+        engine_error = (theirs[key] - value).abs().max().item()
+        bound = max(FLOAT32_ERROR_FACTOR * loop_error, FLOAT32_FLOOR_ULPS * eps * value.abs().max().item())
+        assert engine_error <= bound, (f"{key}: engine={engine} float32 error {engine_error:.3g} against float64, "
+                                       f"the float32 loop's {loop_error:.3g} (bound {bound:.3g})")
     return loop
 
 
@@ -98,8 +145,10 @@ def test_every_norm_is_equivalent_without_fallback(norm, dtype, engine, tmp_path
     with caplog.at_level(logging.WARNING, logger="fedbn_bench"):
         assert select_engine(engine, fed, cfg.batch_size, cfg.clients_per_round, torch.device("cpu")) == engine
     assert not caplog.records
-    tol = ILL_CONDITIONED_F32 if norm == "in" and dtype == torch.float32 else None
-    sim = assert_equivalent(overrides, tmp_path, dtype, tol, engine)
+    if dtype == torch.float32:
+        sim = assert_float32_equivalent(overrides, tmp_path, engine)
+    else:
+        sim = assert_equivalent(overrides, tmp_path, dtype, engine=engine)
     assert differs_from_start(sim, overrides)
 
 
