@@ -7,6 +7,10 @@
   GPU a host tensor moved there per step is a synchronous copy; on the CPU it is a no-op, so it is
   counted wherever it is written). ``torch.cuda.set_sync_debug_mode`` catches the first two kinds
   on a GPU (``tests/test_cuda.py``); this counts them on any machine.
+* ``HostTensorCounter`` counts, below autograd, the operations that bring host data onto the device:
+  a tensor made from Python values (``torch.tensor``, ``torch.as_tensor`` of a number: ``lift_fresh``),
+  and every copy between devices or ``_to_copy`` naming a device. Inside a captured CUDA graph each of
+  them is illegal (a host-to-device copy) or frozen, and outside one it costs a synchronous transfer.
 * ``CudaShapeRules`` checks the arguments of the normalization and convolution functions as CUDA's
   kernels require them (the CPU kernels accept some of these, or fail far from the cause) and
   raises ``AssertionError`` naming the rule and the call site.
@@ -19,6 +23,7 @@ from typing import Any, Callable, Optional
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 SYNCING = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "is_nonzero", "equal", "allclose",
            "nonzero", "masked_select", "unique", "unique_consecutive", "cpu", "numpy"}
@@ -51,6 +56,33 @@ class HostSyncCounter(TorchFunctionMode):
     @property
     def total(self) -> int:
         return sum(self.calls.values())
+
+
+HOST_DATA = {"lift_fresh", "lift_fresh_copy"}
+
+
+def _moves_between_devices(name: str, args: tuple, kwargs: dict) -> bool:
+    if name == "_to_copy":
+        return "device" in kwargs
+    if name == "copy_":
+        return args[0].device != args[1].device
+    return False
+
+
+class HostTensorCounter(TorchDispatchMode):
+    """Counts, by (operation, call site), the ATen calls that carry host data onto a device (see the
+    module docstring): on the CPU they run, on a GPU each is a host-to-device copy."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: collections.Counter = collections.Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        if name in HOST_DATA or _moves_between_devices(name, args, kwargs):
+            self.calls[(name, call_site())] += 1
+        return func(*args, **kwargs)
 
 
 def _check_batch_norm(args: tuple, kwargs: dict) -> Optional[str]:

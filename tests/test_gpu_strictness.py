@@ -8,14 +8,20 @@ every headline family of the CUDA tier (``test_cuda.py``):
 2. The host synchronisations of a whole run do not grow with the local steps, for each headline
    family on ``loop`` and ``packed``: nothing in the local step reads a tensor's value on the host
    or moves a tensor between devices.
+3. Inside the local steps of every norm option and algorithm family on ``packed`` and ``vmap``, the
+   operations that carry host data onto the device (``HostTensorCounter``: ``torch.tensor`` of Python
+   values, device copies) do not grow with the local steps: a captured CUDA graph may hold none.
 """
 from __future__ import annotations
+
+import collections
 
 import pytest
 import torch
 
 from conftest import build_simulation, compose_config
-from gpu_strict import CudaShapeRules, HostSyncCounter
+from gpu_strict import CudaShapeRules, HostSyncCounter, HostTensorCounter
+from fedbn_bench.engine.backends import stacked
 from fedbn_bench.engine.backends.stacked import StackedBackend
 from fedbn_bench.norms import NORMS
 from fedbn_bench.runner import run_experiment
@@ -48,3 +54,47 @@ def test_host_synchronisations_do_not_grow_with_the_local_steps(family, engine, 
     long = run_syncs([*common, "algo.local_steps=6"], tmp_path / "long")
     grown = {site: (short.calls[site], n) for site, n in long.calls.items() if n != short.calls[site]}
     assert not grown, f"host synchronisations that grow with the local steps (2 -> 6 steps): {grown}"
+
+
+STEP_CASES = {
+    **{f"norm={norm}": [f"norm={norm}", *NORM_OPTIONS.get(norm, [])] for norm in sorted(NORMS.names())
+       if norm not in ("dbn", "fedrbn")},
+    **{f"hbn mixing={m}": ["norm=hbn", f"norm.mixing={m}"] for m in ("fixed", "global_only", "batch_only")},
+    "hbn moving average": ["norm=hbn", "norm.stats_source=moving_average"],
+    "hbn variant=code": ["norm=hbn", "norm.variant=code"],
+    "fbn variant=hbn_code": ["norm=fbn", "norm.variant=hbn_code"],
+    **{f"algo={a}": ["norm=bn", f"algo={a}"] for a in ("fedprox", "scaffold", "fedadam", "fedsam", "fedacg", "moon")},
+    "algo=fedwon": ["norm=none", "algo=fedwon"],
+}
+"""Every norm option and algorithm family whose local steps a CUDA graph may capture (adversarial training's
+dual BNs are never captured: ``engine/graphs.py``)."""
+
+
+def host_tensors_in_local_steps(overrides: list[str], engine: str, steps: int, tmp_path, monkeypatch):
+    counters = []
+
+    def counted(*args, **kwargs):
+        with HostTensorCounter() as counter:
+            local_steps(*args, **kwargs)
+        counters.append(counter)
+
+    local_steps = stacked.run_local_steps
+    monkeypatch.setattr(stacked, "run_local_steps", counted)
+    sim = build_simulation([*BASE, *overrides, f"algo.local_steps={steps}"], tmp_path / str(steps), 1,
+                           torch.float32, engine)
+    if not isinstance(sim.backend, StackedBackend):
+        pytest.skip(f"{overrides} trains on {sim.engine}, which no graph captures")
+    sim.run_round(0)
+    monkeypatch.undo()
+    assert counters, "no local steps ran"
+    return sum((c.calls for c in counters), collections.Counter())
+
+
+@pytest.mark.parametrize("engine", ["packed", "vmap"])
+@pytest.mark.parametrize("case", sorted(STEP_CASES))
+def test_no_host_data_enters_a_local_step(case, engine, tmp_path, monkeypatch):
+    overrides = STEP_CASES[case]
+    short = host_tensors_in_local_steps(overrides, engine, 2, tmp_path, monkeypatch)
+    long = host_tensors_in_local_steps(overrides, engine, 6, tmp_path, monkeypatch)
+    grown = {site: (short[site], n) for site, n in long.items() if n != short[site]}
+    assert not grown, f"host data carried onto the device per local step (2 -> 6 steps): {grown}"

@@ -237,19 +237,22 @@ class HybridNorm(torch.autograd.Function):
     and ``w`` as ``dL/dmean (mean_g - mean_b) + dL/dvar (var_g - var_b)``."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, global_mean: torch.Tensor, global_var: torch.Tensor, w: torch.Tensor,
+    def forward(ctx, x: torch.Tensor, global_mean: torch.Tensor, global_var: torch.Tensor, w: torch.Tensor | float,
                 weight: Optional[torch.Tensor], bias: Optional[torch.Tensor], eps: float) -> torch.Tensor:
         batch_mean, batch_var = channel_moments(x)
         mean = (1 - w) * batch_mean + w * global_mean
         var = (1 - w) * batch_var + w * global_var
         gamma = torch.ones_like(mean) if weight is None else weight
-        ctx.save_for_backward(x, global_mean, global_var, w, gamma, batch_mean, batch_var, mean, var)
-        ctx.eps, ctx.affine = eps, (weight is not None, bias is not None)
+        learned = isinstance(w, torch.Tensor)  # a fixed mixing's w stays a Python number: no host tensor per step
+        ctx.save_for_backward(x, global_mean, global_var, gamma, batch_mean, batch_var, mean, var,
+                              *((w,) if learned else ()))
+        ctx.eps, ctx.affine, ctx.fixed_w = eps, (weight is not None, bias is not None), None if learned else w
         return normalize_fixed(x, mean, var, weight, bias, eps)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        x, global_mean, global_var, w, gamma, batch_mean, batch_var, mean, var = ctx.saved_tensors
+        x, global_mean, global_var, gamma, batch_mean, batch_var, mean, var, *learned = ctx.saved_tensors
+        w = learned[0] if learned else ctx.fixed_w
         grad_x, grad_gamma, grad_beta = torch.ops.aten.native_batch_norm_backward(
             grad, x, gamma, mean, var, None, None, False, ctx.eps, [True, True, True])
         s = torch.rsqrt(var + ctx.eps)
@@ -345,8 +348,7 @@ class PackedHybridBatchNorm(PackedLayer):
             return normalize_fixed(x, mean, var, weight, bias, s.eps)
         if s.ma_momentum is not None:
             update_moving_average(self.flat("running_mean"), self.flat("running_var"), x, s.ma_momentum)
-        w = torch.as_tensor(global_weight(self.flat("hybrid_factor"), s.mixing), dtype=x.dtype, device=x.device)
-        return HybridNorm.apply(x, mean, var, w, weight, bias, s.eps)
+        return HybridNorm.apply(x, mean, var, global_weight(self.flat("hybrid_factor"), s.mixing), weight, bias, s.eps)
 
 
 @contextlib.contextmanager
