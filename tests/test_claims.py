@@ -117,10 +117,11 @@ def sweep_of(preset: str):
 
 
 def test_every_claim_reads_runs_a_declared_preset_writes():
-    """Each quantity's run tree is the sweep dir of the claim's preset or of another claim's preset (or, for
-    the authors' code, a tree whose command ``scripts/parity/README.md`` gives), and each ``+override`` it
-    selects on is one of that preset's sweep parameters (so the runs can be found)."""
-    sweeps = {sweep_of(c.preset)[0]: sweep_of(c.preset)[1] for c in CLAIMS}
+    """Each quantity's run tree is the sweep dir of the claim's preset or of another claim's (or a superseded
+    declaration's) preset (or, for the authors' code, a tree whose command ``scripts/parity/README.md`` gives), and
+    each ``+override`` it selects on is one of that preset's sweep parameters (so the runs can be found)."""
+    declared = [*CLAIMS, *(s.claim for c in CLAIMS for s in c.superseded)]
+    sweeps = {sweep_of(c.preset)[0]: sweep_of(c.preset)[1] for c in declared}
     parity = (ROOT / "scripts" / "parity" / "README.md").read_text()
     sweeps.update({q.runs: {} for c in CLAIMS for q in c.quantities.values() if f"--record {q.runs}/" in parity})
     assert len({c.id for c in CLAIMS}) == len(CLAIMS)
