@@ -19,15 +19,15 @@ import os
 
 import pytest
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig
 
-from conftest import CONF, compose_config, sweep_presets
+from conftest import CONF, compose_config, load_script, sweep_presets
 from fedbn_bench.algorithms import build_algorithm
 from fedbn_bench.config.validate import validate_config
 from fedbn_bench.norms import build_norm
 
+QUEUE = load_script("claims_queue")
 SEARCHES = {"hbn/lr_search"}
 """Presets whose sweeper is a search (Optuna: ``n_trials`` runs), not a grid."""
 
@@ -82,18 +82,8 @@ def sweep_jobs(preset: str) -> list[list[str]]:
 
 
 def run_dir(cfg: DictConfig, num: int) -> str:
-    """The output directory of job ``num`` composed as ``cfg``: ``BasicLauncher`` sets the job's
-    number and id, ``run_job`` resolves ``hydra.sweep.dir``/``hydra.sweep.subdir`` with the job's
-    ``HydraConfig`` (``${hydra:runtime.choices...}``)."""
-    with open_dict(cfg):
-        cfg.hydra.job.num = cfg.hydra.job.id = num
-    hydra = HydraConfig.instance()
-    previous = hydra.cfg
-    hydra.set_config(cfg)
-    try:
-        return os.path.join(str(OmegaConf.select(cfg, "hydra.sweep.dir")), str(OmegaConf.select(cfg, "hydra.sweep.subdir")))
-    finally:
-        hydra.cfg = previous
+    """The output directory of job ``num`` composed as ``cfg``, as Hydra resolves it (``claims_queue.resolved``)."""
+    return os.path.join(QUEUE.resolved(cfg, num, "hydra.sweep.dir"), QUEUE.resolved(cfg, num, "hydra.sweep.subdir"))
 
 
 def test_every_grid_preset_declares_its_job_count():

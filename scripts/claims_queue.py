@@ -1,0 +1,330 @@
+"""The queue of runs that decide the claims (issue 49 §2): every cell of the deciders' sweeps, cheapest first, two
+at a time, one torch thread each, until every run is finished.
+
+The deciders are listed in ``scripts/claims_queue.txt`` (one a line, in order: the preset, the run tree its claim
+reads, the estimated CPU-seconds of one run, and optional overrides that restrict or extend its grid). Each is
+expanded into its single runs by Hydra's own sweeper (the preset's composed ``hydra.sweeper.params`` crossed with
+the line's overrides), and each run is launched on its own, with its run directory spelled out so that no preset
+default decides where evidence goes::
+
+    python run.py -m experiment=<preset> <cell overrides> hydra.sweep.dir=<runs> hydra.sweep.subdir=<cell>
+        resume=auto engine.threads=1
+
+A finished run (``summary.json`` completed or diverged) is skipped; an interrupted one resumes from its checkpoint
+(``resume=auto``). A run is held by an ``flock`` on ``.claims_queue/locks/<run>.lock`` for as long as its process
+lives (the lock's descriptor is inherited by the run), so a second queue, or a queue restarted while its runs still
+go on, never starts a run twice. The lock file holds the run's process group and start time, which ``--status``,
+``--pause`` and ``--resume`` read.
+
+The code (this script, ``run.py``, ``src/``, ``conf/``) is that of the checkout the script lies in; the runs go
+under ``--root`` (default: the same checkout), their working directory. ``scripts/claims_queue_start.sh`` starts the
+queue detached, from a worktree at a fixed commit (``docs/claims.md``). One queue a root (``.claims_queue/queue.lock``).
+
+    python scripts/claims_queue.py              run the queue (2 jobs; --jobs N)
+    python scripts/claims_queue.py --status     done / running / failed / queued per run, CPU-hours left
+    python scripts/claims_queue.py --pause      SIGSTOP every running job (a quiet machine for a benchmark)
+    python scripts/claims_queue.py --resume     SIGCONT them
+"""
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+REPO = Path(__file__).resolve().parents[1]
+STATE = ".claims_queue"
+FINISHED = ("completed", "diverged")
+FIXED = ("resume=auto", "engine.threads=1")
+"""Overrides every run gets: resume what a run directory holds, one torch thread (two jobs on two cores)."""
+
+
+@dataclass(frozen=True)
+class Decider:
+    """One line of the queue file: a preset's sweep, the run tree it writes, the CPU-seconds of one run."""
+
+    preset: str
+    runs: str
+    seconds: float
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a decider: its overrides and its run directory (relative to the repository)."""
+
+    decider: Decider
+    overrides: tuple[str, ...]
+    subdir: str
+
+    @property
+    def run_dir(self) -> str:
+        return f"{self.decider.runs}/{self.subdir}"
+
+    @property
+    def key(self) -> str:
+        return self.run_dir.replace("/", "__")
+
+    def command(self, runner: list[str]) -> list[str]:
+        return [*runner, "-m", f"experiment={self.decider.preset}", *self.overrides,
+                f"hydra.sweep.dir={self.decider.runs}", f"hydra.sweep.subdir={self.subdir}", *FIXED]
+
+
+def read_queue(path: Path) -> list[Decider]:
+    """The deciders of the queue file ``path``, in order (``#`` starts a comment)."""
+    deciders = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        if len(fields) < 3:
+            raise SystemExit(f"error: {path}:{number}: expected '<preset> <run tree> <CPU-seconds a run> "
+                             f"[overrides]', got {line.strip()!r}")
+        deciders.append(Decider(fields[0], fields[1], float(fields[2]), tuple(fields[3:])))
+    return deciders
+
+
+def expand(decider: Decider, conf: Path = REPO / "conf") -> list[Cell]:
+    """``decider``'s single runs, in the order Hydra's BasicSweeper launches them, each with its resolved subdir."""
+    from hydra import compose, initialize_config_dir
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from fedbn_bench.config.schema import register_schemas
+
+    register_schemas()
+
+    def composed(overrides: list[str]):
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            return compose(config_name="config", overrides=overrides, return_hydra_config=True)
+
+    preset = [f"experiment={decider.preset}"]
+    params = composed(preset).hydra.sweeper.params or {}
+    arguments = [f"{key}={value}" for key, value in params.items()] + list(decider.overrides)
+    [jobs] = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(arguments), max_batch_size=None)
+    return [Cell(decider, tuple(job), resolved(composed([*job, *preset]), number)) for number, job in enumerate(jobs)]
+
+
+def resolved(cfg, number: int, key: str = "hydra.sweep.subdir") -> str:
+    """``key`` (e.g. ``hydra.sweep.subdir``) of job ``number`` composed as ``cfg``, resolved as Hydra's ``run_job``
+    resolves it: with the job's number and ``HydraConfig`` (``${hydra:runtime.choices...}``)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf, open_dict, read_write
+
+    with read_write(cfg.hydra), open_dict(cfg):
+        cfg.hydra.job.num = cfg.hydra.job.id = number
+    hydra = HydraConfig.instance()
+    previous = hydra.cfg
+    hydra.set_config(cfg)
+    try:
+        return str(OmegaConf.select(cfg, key))
+    finally:
+        hydra.cfg = previous
+
+
+def run_status(root: Path, cell: Cell) -> Optional[str]:
+    """The status its ``summary.json`` records (``None``: no summary yet)."""
+    try:
+        return json.loads((root / cell.run_dir / "summary.json").read_text()).get("status")
+    except (OSError, ValueError):
+        return None
+
+
+def lock_path(root: Path, cell: Cell) -> Path:
+    return root / STATE / "locks" / f"{cell.key}.lock"
+
+
+def try_lock(path: Path) -> Optional[int]:
+    """An open descriptor holding ``path``'s exclusive lock, or ``None`` while another process holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def holder(path: Path) -> Optional[dict]:
+    """The process group and start time written into a held lock (``None``: not held)."""
+    fd = try_lock(path) if path.exists() else -1
+    if fd is None:
+        try:
+            return json.loads(path.read_text() or "{}")
+        except ValueError:
+            return {}
+    if fd >= 0:
+        os.close(fd)
+    return None
+
+
+@dataclass
+class Row:
+    cell: Cell
+    state: str
+    """done, running, failed (its summary says so), queued."""
+    started: Optional[float] = None
+
+
+def survey(root: Path, cells: list[Cell]) -> list[Row]:
+    rows = []
+    for cell in cells:
+        status = run_status(root, cell)
+        held = holder(lock_path(root, cell))
+        if status in FINISHED:
+            rows.append(Row(cell, "done"))
+        elif held is not None:
+            rows.append(Row(cell, "running", held.get("started")))
+        elif status == "failed":
+            rows.append(Row(cell, "failed"))
+        else:
+            rows.append(Row(cell, "queued"))
+    return rows
+
+
+def hours_left(rows: list[Row], now: float) -> float:
+    """Estimated CPU-hours left: every queued run's estimate, and what a running one has left of its own."""
+    seconds = 0.0
+    for row in rows:
+        if row.state == "queued":
+            seconds += row.cell.decider.seconds
+        elif row.state == "running":
+            seconds += max(row.cell.decider.seconds - (now - (row.started or now)), 0.0)
+    return seconds / 3600
+
+
+def progress_line(rows: list[Row], now: float) -> str:
+    count = {state: sum(r.state == state for r in rows) for state in ("done", "running", "failed", "queued")}
+    return (f"[{time.strftime('%H:%M:%S', time.gmtime(now))} UTC] done {count['done']}/{len(rows)}, running "
+            f"{count['running']}, failed {count['failed']}, queued {count['queued']}, about "
+            f"{hours_left(rows, now):.1f} CPU-h left")
+
+
+def print_status(rows: list[Row], now: float) -> None:
+    for row in rows:
+        since = f" since {time.strftime('%H:%M', time.gmtime(row.started))} UTC" if row.started else ""
+        print(f"{row.state:8} {row.cell.run_dir}{since}")
+    print(progress_line(rows, now))
+
+
+def signal_running(root: Path, cells: list[Cell], signum: int) -> int:
+    """Send ``signum`` to every running job's process group; how many got it."""
+    sent = 0
+    for cell in cells:
+        held = holder(lock_path(root, cell))
+        if held and held.get("pgid"):
+            try:
+                os.killpg(held["pgid"], signum)
+                sent += 1
+            except ProcessLookupError:
+                pass
+    return sent
+
+
+def start(root: Path, cell: Cell, runner: list[str], fd: int) -> subprocess.Popen:
+    """Launch ``cell`` in a process group of its own, holding the lock ``fd`` for as long as it lives."""
+    logs = root / STATE / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))}
+    with open(logs / f"{cell.key}.log", "ab") as log:
+        process = subprocess.Popen(cell.command(runner), cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, pass_fds=(fd,), start_new_session=True)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"pgid": process.pid, "started": time.time(), "command": shlex.join(process.args)})
+              .encode(), 0)
+    return process
+
+
+def next_cells(root: Path, cells: list[Cell], tried: set[str]) -> Iterator[tuple[Cell, int]]:
+    """The cells to run now, in queue order, each with its lock held: not finished, not running, not tried."""
+    for cell in cells:
+        if cell.key in tried or run_status(root, cell) in FINISHED:
+            continue
+        fd = try_lock(lock_path(root, cell))
+        if fd is not None:
+            yield cell, fd
+
+
+def run_queue(root: Path, cells: list[Cell], runner: list[str], jobs: int, poll: float) -> int:
+    """Run every cell not finished, ``jobs`` at a time; a cell that ends unfinished is not retried this time."""
+    running: dict[str, tuple[subprocess.Popen, int, Cell]] = {}
+    tried: set[str] = set()
+    waiting = next_cells(root, cells, tried)
+    last = ""
+    while True:
+        while len(running) < jobs:
+            cell_fd = next(waiting, None)
+            if cell_fd is None:
+                break
+            cell, fd = cell_fd
+            tried.add(cell.key)
+            running[cell.key] = (start(root, cell, runner, fd), fd, cell)
+            print(f"start   {cell.run_dir}", flush=True)
+        if not running:
+            break
+        time.sleep(poll)
+        for key, (process, fd, cell) in list(running.items()):
+            if process.poll() is not None:
+                os.close(fd)
+                del running[key]
+                print(f"exit {process.returncode:3} {cell.run_dir}: {run_status(root, cell)}", flush=True)
+        line = progress_line(survey(root, cells), time.time())
+        if line.split("]", 1)[1] != last:
+            print(line, flush=True)
+            last = line.split("]", 1)[1]
+        if len(running) < jobs:
+            waiting = next_cells(root, cells, tried)
+    rows = survey(root, cells)
+    print(progress_line(rows, time.time()), flush=True)
+    return 0 if all(r.state == "done" for r in rows) else 1
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--queue", type=Path, default=REPO / "scripts" / "claims_queue.txt", help="the deciders")
+    parser.add_argument("--root", type=Path, default=REPO,
+                        help="where the runs go (results/, .claims_queue/), and their working directory (data/)")
+    parser.add_argument("--jobs", type=int, default=2, help="runs at a time (each with one thread)")
+    parser.add_argument("--runner", default=shlex.join([sys.executable, str(REPO / "run.py")]),
+                        help="the command of one run")
+    parser.add_argument("--poll", type=float, default=10.0, help="seconds between looks at the running jobs")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--status", action="store_true", help="each run's state and the CPU-hours left")
+    action.add_argument("--pause", action="store_true", help="SIGSTOP the running jobs")
+    action.add_argument("--resume", action="store_true", help="SIGCONT the running jobs")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        print(f"error: --jobs {args.jobs}: at least 1", file=sys.stderr)
+        return 2
+    root = args.root.resolve()
+    cells = [cell for decider in read_queue(args.queue) for cell in expand(decider)]
+    if args.status:
+        print_status(survey(root, cells), time.time())
+        return 0
+    if args.pause or args.resume:
+        sent = signal_running(root, cells, signal.SIGSTOP if args.pause else signal.SIGCONT)
+        print(f"{'SIGSTOP' if args.pause else 'SIGCONT'} sent to {sent} running job(s)")
+        return 0
+    fd = try_lock(root / STATE / "queue.lock")
+    if fd is None:
+        print(f"error: a queue already runs in {root} (process {holder(root / STATE / 'queue.lock')}); stop it first",
+              file=sys.stderr)
+        return 2
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"pid": os.getpid(), "code": str(REPO)}).encode(), 0)
+    return run_queue(root, cells, shlex.split(args.runner), args.jobs, args.poll)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

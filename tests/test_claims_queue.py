@@ -1,0 +1,146 @@
+"""scripts/claims_queue.py with a fake run command: each decider expands to its preset's sweep cells, every
+cell runs once with its run directory spelled out, at most ``--jobs`` at a time; finished and held runs are
+skipped; ``--status`` counts and estimates; ``--pause`` / ``--resume`` stop and continue the running jobs."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import load_script
+
+queue = load_script("claims_queue")
+
+FAKE_RUN = '''
+import json, os, sys, time
+args = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
+run = os.path.join(args["hydra.sweep.dir"], args["hydra.sweep.subdir"])
+os.makedirs(run, exist_ok=True)
+with open("calls.jsonl", "a") as log:
+    log.write(json.dumps({"argv": sys.argv[1:], "start": time.time()}) + "\\n")
+time.sleep(float(os.environ.get("FAKE_SECONDS", "0.3")))
+with open(os.path.join(run, "summary.json"), "w") as f:
+    json.dump({"status": "completed"}, f)
+with open("calls.jsonl", "a") as log:
+    log.write(json.dumps({"end": time.time(), "run": run}) + "\\n")
+'''
+RUNS = "results/fedbn/fig9_3000_steps/runs"
+CELLS = [f"{m}-seed{s}" for m in ("fedavg", "fedbn") for s in (1, 2, 3)]
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "fake_run.py").write_text(FAKE_RUN)
+    (tmp_path / "queue.txt").write_text(f"# a comment\nfedbn/fig9_3000_steps  {RUNS}  100\n")
+    return tmp_path
+
+
+def run_main(root: Path, *extra: str) -> int:
+    return queue.main(["--root", str(root), "--queue", str(root / "queue.txt"), "--poll", "0.05",
+                       "--runner", shlex.join([sys.executable, str(root / "fake_run.py")]), *extra])
+
+
+def calls(root: Path) -> tuple[list[dict], list[dict]]:
+    lines = [json.loads(line) for line in (root / "calls.jsonl").read_text().splitlines()]
+    return [c for c in lines if "argv" in c], [c for c in lines if "end" in c]
+
+
+def cells(root: Path) -> list:
+    return queue.expand(queue.read_queue(root / "queue.txt")[0])
+
+
+def test_every_cell_runs_once_with_its_directory_spelled_out_two_at_a_time(root):
+    assert run_main(root) == 0
+    starts, ends = calls(root)
+    subdirs = sorted(dict(a.split("=", 1) for a in c["argv"] if "=" in a)["hydra.sweep.subdir"] for c in starts)
+    assert subdirs == sorted(CELLS)
+    for call in starts:
+        argv = call["argv"]
+        assert argv[:2] == ["-m", "experiment=fedbn/fig9_3000_steps"]
+        assert f"hydra.sweep.dir={RUNS}" in argv and "resume=auto" in argv and "engine.threads=1" in argv
+    events = sorted([(c["start"], 1) for c in starts] + [(c["end"], -1) for c in ends])
+    at_once = [sum(step for _, step in events[:i + 1]) for i in range(len(events))]
+    assert max(at_once) == 2
+    assert all(json.loads((root / RUNS / c / "summary.json").read_text())["status"] == "completed" for c in CELLS)
+
+
+def test_finished_and_held_runs_are_not_started(root):
+    finished = root / RUNS / "fedavg-seed1"
+    finished.mkdir(parents=True)
+    (finished / "summary.json").write_text(json.dumps({"status": "completed"}))
+    held = next(c for c in cells(root) if c.subdir == "fedbn-seed3")
+    fd = queue.try_lock(queue.lock_path(root, held))
+    try:
+        assert run_main(root, "--jobs", "3") == 1   # the held run is not finished
+    finally:
+        os.close(fd)
+    starts, _ = calls(root)
+    started = {dict(a.split("=", 1) for a in c["argv"] if "=" in a)["hydra.sweep.subdir"] for c in starts}
+    assert started == set(CELLS) - {"fedavg-seed1", "fedbn-seed3"}
+
+
+def test_status_counts_each_state_and_the_cpu_hours_left(root, capsys):
+    all_cells = cells(root)
+    (root / RUNS / "fedavg-seed1").mkdir(parents=True)
+    (root / RUNS / "fedavg-seed1" / "summary.json").write_text(json.dumps({"status": "diverged"}))
+    (root / RUNS / "fedavg-seed2").mkdir(parents=True)
+    (root / RUNS / "fedavg-seed2" / "summary.json").write_text(json.dumps({"status": "failed"}))
+    running = all_cells[2]
+    fd = queue.try_lock(queue.lock_path(root, running))
+    os.pwrite(fd, json.dumps({"pgid": 0, "started": 1000.0}).encode(), 0)
+    try:
+        rows = queue.survey(root, all_cells)
+        assert [r.state for r in rows] == ["done", "failed", "running", "queued", "queued", "queued"]
+        assert queue.hours_left(rows, now=1040.0) == pytest.approx((3 * 100 + 60) / 3600)
+        assert run_main(root, "--status") == 0
+    finally:
+        os.close(fd)
+    assert "done 1/6, running 1, failed 1, queued 3, about 0.1 CPU-h left" in capsys.readouterr().out
+
+
+def process_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_pause_stops_the_running_jobs_and_resume_continues_them(root, monkeypatch):
+    monkeypatch.setenv("FAKE_SECONDS", "60")
+    cell = cells(root)[0]
+    fd = queue.try_lock(queue.lock_path(root, cell))
+    process = queue.start(root, cell, [sys.executable, str(root / "fake_run.py")], fd)
+    try:
+        assert run_main(root, "--pause") == 0
+        deadline = time.time() + 10
+        while process_state(process.pid) != "T" and time.time() < deadline:
+            time.sleep(0.05)
+        assert process_state(process.pid) == "T"
+        assert run_main(root, "--resume") == 0
+        while process_state(process.pid) == "T" and time.time() < deadline:
+            time.sleep(0.05)
+        assert process_state(process.pid) in ("S", "R")
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        os.close(fd)
+
+
+def test_a_second_queue_on_the_same_root_is_refused(root, capsys):
+    fd = queue.try_lock(root / queue.STATE / "queue.lock")
+    try:
+        assert run_main(root) == 2
+    finally:
+        os.close(fd)
+    assert capsys.readouterr().err.startswith("error: a queue already runs")
+    assert not (root / "calls.jsonl").exists()
+
+
+def test_a_line_without_its_estimate_is_refused(tmp_path):
+    (tmp_path / "queue.txt").write_text(f"fedbn/fig9_3000_steps {RUNS}\n")
+    with pytest.raises(SystemExit, match=r"error: .*queue.txt:1: expected"):
+        queue.read_queue(tmp_path / "queue.txt")
