@@ -257,37 +257,36 @@ def next_cells(root: Path, cells: list[Cell], tried: set[str]) -> Iterator[tuple
 
 
 def run_queue(root: Path, cells: list[Cell], runner: list[str], jobs: int, poll: float) -> int:
-    """Run every cell not finished, ``jobs`` at a time; a cell that ends unfinished is not retried this time."""
+    """Run every cell not finished while fewer than ``jobs`` runs hold their locks (this queue's, or those a
+    previous queue left running); a cell that ends unfinished is not retried this time."""
     running: dict[str, tuple[subprocess.Popen, int, Cell]] = {}
     tried: set[str] = set()
-    waiting = next_cells(root, cells, tried)
     last = ""
     while True:
-        while len(running) < jobs:
-            cell_fd = next(waiting, None)
-            if cell_fd is None:
-                break
-            cell, fd = cell_fd
-            tried.add(cell.key)
-            running[cell.key] = (start(root, cell, runner, fd), fd, cell)
-            print(f"start   {cell.run_dir}", flush=True)
-        if not running:
-            break
-        time.sleep(poll)
         for key, (process, fd, cell) in list(running.items()):
             if process.poll() is not None:
                 os.close(fd)
                 del running[key]
                 print(f"exit {process.returncode:3} {cell.run_dir}: {run_status(root, cell)}", flush=True)
-        line = progress_line(survey(root, cells), time.time())
+        busy = sum(row.state == "running" for row in survey(root, cells))
+        for cell, fd in next_cells(root, cells, tried):
+            if busy >= jobs:
+                os.close(fd)
+                break
+            tried.add(cell.key)
+            running[cell.key] = (start(root, cell, runner, fd), fd, cell)
+            busy += 1
+            print(f"start   {cell.run_dir}", flush=True)
+        rows = survey(root, cells)
+        line = progress_line(rows, time.time())
         if line.split("]", 1)[1] != last:
             print(line, flush=True)
             last = line.split("]", 1)[1]
-        if len(running) < jobs:
-            waiting = next_cells(root, cells, tried)
-    rows = survey(root, cells)
-    print(progress_line(rows, time.time()), flush=True)
-    return 0 if all(r.state == "done" for r in rows) else 1
+        waiting = any(row.state == "queued" and row.cell.key not in tried for row in rows)
+        if not running and not (waiting and any(row.state == "running" for row in rows)):
+            break
+        time.sleep(poll)
+    return 0 if all(row.state == "done" for row in survey(root, cells)) else 1
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -51,6 +51,12 @@ def calls(root: Path) -> tuple[list[dict], list[dict]]:
     return [c for c in lines if "argv" in c], [c for c in lines if "end" in c]
 
 
+def max_at_once(starts: list[dict], ends: list[dict]) -> int:
+    """The most fake runs that were running at the same time."""
+    events = sorted([(c["start"], 1) for c in starts] + [(c["end"], -1) for c in ends])
+    return max(sum(step for _, step in events[:i + 1]) for i in range(len(events)))
+
+
 def cells(root: Path) -> list:
     return queue.expand(queue.read_queue(root / "queue.txt")[0])
 
@@ -64,9 +70,7 @@ def test_every_cell_runs_once_with_its_directory_spelled_out_two_at_a_time(root)
         argv = call["argv"]
         assert argv[:2] == ["-m", "experiment=fedbn/fig9_3000_steps"]
         assert f"hydra.sweep.dir={RUNS}" in argv and "resume=auto" in argv and "engine.threads=1" in argv
-    events = sorted([(c["start"], 1) for c in starts] + [(c["end"], -1) for c in ends])
-    at_once = [sum(step for _, step in events[:i + 1]) for i in range(len(events))]
-    assert max(at_once) == 2
+    assert max_at_once(starts, ends) == 2
     assert all(json.loads((root / RUNS / c / "summary.json").read_text())["status"] == "completed" for c in CELLS)
 
 
@@ -77,12 +81,13 @@ def test_finished_and_held_runs_are_not_started(root):
     held = next(c for c in cells(root) if c.subdir == "fedbn-seed3")
     fd = queue.try_lock(queue.lock_path(root, held))
     try:
-        assert run_main(root, "--jobs", "3") == 1   # the held run is not finished
+        assert run_main(root, "--jobs", "3") == 1   # the held run has not finished
     finally:
         os.close(fd)
-    starts, _ = calls(root)
+    starts, ends = calls(root)
     started = {dict(a.split("=", 1) for a in c["argv"] if "=" in a)["hydra.sweep.subdir"] for c in starts}
     assert started == set(CELLS) - {"fedavg-seed1", "fedbn-seed3"}
+    assert max_at_once(starts, ends) == 2   # the held run takes one of the 3 jobs
 
 
 def test_status_counts_each_state_and_the_cpu_hours_left(root, capsys):
