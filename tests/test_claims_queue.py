@@ -149,3 +149,9 @@ def test_a_line_without_its_estimate_is_refused(tmp_path):
     (tmp_path / "queue.txt").write_text(f"fedbn/fig9_3000_steps {RUNS}\n")
     with pytest.raises(SystemExit, match=r"error: .*queue.txt:1: expected"):
         queue.read_queue(tmp_path / "queue.txt")
+
+
+def test_a_line_s_overrides_restrict_its_preset_s_grid(tmp_path):
+    (tmp_path / "queue.txt").write_text(f"fedbn/fig9_3000_steps {RUNS} 100 +experiment/fedbn/method=fedbn seed=2,3\n")
+    [decider] = queue.read_queue(tmp_path / "queue.txt")
+    assert [cell.subdir for cell in queue.expand(decider)] == ["fedbn-seed2", "fedbn-seed3"]
