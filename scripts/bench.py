@@ -87,6 +87,7 @@ from fedbn_bench.data import DatasetBundle, Split
 from fedbn_bench.engine.select import select_engine
 from fedbn_bench.engine.federation import ClientRecord, Federation
 from fedbn_bench.engine.flops import flop_counter
+from fedbn_bench.engine.graphs import NOTHING_REPEATED, GraphRecord, may_empty_cache
 from fedbn_bench.engine.op_count import OpCounter
 from fedbn_bench.engine.replicas import ReplicaGroup
 from fedbn_bench.engine.settings import RunSettings
@@ -324,15 +325,37 @@ def measure(preset_name: str, config: str, rounds: int, warmup: int, device: tor
         step = runner.run_round
     else:
         sim, backend = engine_rounds(preset, cfg, device, engine, warmup + rounds + 2)
-        if sim.backend.ctx.cuda_graphs:
-            backend = f"{backend}+graphs"
 
         def step(r: int) -> int:
             before = sim.rounds.samples_seen
             sim.run_round(r)
             return sim.rounds.samples_seen - before
 
+        row = timed_rounds(step, config, backend, rounds, warmup, device, local_steps(preset, cfg),
+                           eager_step(sim, step))
+        return {**row, "backend": graphed_label(backend, sim.graph_record)}
     return timed_rounds(step, config, backend, rounds, warmup, device, local_steps(preset, cfg))
+
+
+def eager_step(sim, step):
+    """``step`` with the run's CUDA graphs set aside: a replayed step dispatches nothing, so FLOPs and ATen
+    operations are counted on the eager round, which runs the same kernels."""
+    def run(r: int) -> int:
+        mode, sim.backend.ctx.cuda_graphs = sim.backend.ctx.cuda_graphs, None
+        try:
+            return step(r)
+        finally:
+            sim.backend.ctx.cuda_graphs = mode
+
+    return run
+
+
+def graphed_label(backend: str, record: GraphRecord) -> str:
+    """The row's backend as it ran: ``+graphs`` when its rounds replayed a captured step, and the reason
+    where rounds fell back to eager."""
+    fallbacks = [reason for reason in record.eager_reasons if reason != NOTHING_REPEATED]
+    label = f"{backend}+graphs" if record.rounds_replayed else backend
+    return label + (f" (eager rounds: {fallbacks[0]})" if fallbacks else "")
 
 
 def local_steps(preset: Preset, cfg) -> int:
@@ -360,10 +383,12 @@ def measure_replicas(preset_name: str, rounds: int, warmup: int, device: torch.d
 
 
 def timed_rounds(step, config: str, backend: str, rounds: int, warmup: int, device: torch.device,
-                 steps_per_round: int) -> dict:
+                 steps_per_round: int, counted_step=None) -> dict:
     """Median seconds (wall and CPU) and samples of ``rounds`` calls of ``step(round)`` after
     ``warmup`` untimed ones, the FLOPs of one more, the ATen operations per local step of another
-    (``steps_per_round`` steps), and the process's peak memory."""
+    (``steps_per_round`` steps; both rounds run by ``counted_step``, default ``step``), and the
+    process's peak memory."""
+    counted_step = counted_step or step
     walls, cpus, samples = [], [], []
     for r in range(warmup + rounds):
         if device.type == "cuda":
@@ -377,10 +402,10 @@ def timed_rounds(step, config: str, backend: str, rounds: int, warmup: int, devi
             cpus.append(time.process_time() - c0)
             samples.append(n)
     with flop_counter() as counter:
-        step(warmup + rounds)
+        counted_step(warmup + rounds)
     flops = counter.get_total_flops()
     with OpCounter() as ops:
-        step(warmup + rounds + 1)
+        counted_step(warmup + rounds + 1)
     if device.type == "cuda":
         peak, kind = torch.cuda.max_memory_allocated() / 2**20, "cuda_max_allocated"
     else:
@@ -500,7 +525,8 @@ def measure_here(args: argparse.Namespace, config: str, overrides: list[str]) ->
     device = torch.device(args.device)
     if device.type == "cuda":
         gc.collect()  # the previous configuration's simulation, if a reference cycle holds it
-        torch.cuda.empty_cache()
+        if may_empty_cache():
+            torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     row = measure(args.preset, config, args.rounds, args.warmup, device, overrides, args.replicas)
     if device.type == "cpu":
@@ -632,9 +658,19 @@ def main() -> None:
         for config, choice, tree in jobs if r % 2 == 0 else jobs[::-1]:
             row = run_child(args, config, choice, tree)
             runs.setdefault((row["config"], row["algo"], row["norm"]), []).append(row)
-    rows = {key: min(results, key=lambda row: row["s_per_round"]) for key, results in runs.items()}
+            table, path = write_table(args, runs, algos, norms)  # each row as it is measured
+    print(f"{args.preset}: {PRESETS[args.preset].note} {' '.join(args.override)}")
+    print(table.drop(columns=["preset", "mem_kind", "overrides"]).to_string(
+        index=False, float_format=lambda v: f"{v:.3g}"))
+    print(f"wrote {path}")
+
+
+def write_table(args: argparse.Namespace, runs: dict, algos: list, norms: list):
+    """The table of the configurations measured so far (the fastest of each's repeats, with the
+    columns relative to other rows where those rows exist), written to its CSV: ``(table, path)``."""
     import pandas as pd
 
+    rows = {key: min(results, key=lambda row: row["s_per_round"]) for key, results in runs.items()}
     table = pd.DataFrame(list(rows.values()))
     table["samples_per_s"] = table["samples_per_round"] / table["s_per_round"]
     table["gflop_per_s"] = table["gflop_per_round"] / table["s_per_round"]
@@ -649,9 +685,9 @@ def main() -> None:
         together = table["config"] == "replicas"
         table["speedup_vs_sequential"] = float("nan")
         table.loc[together, "speedup_vs_sequential"] = args.replicas * single.min() / table.loc[together, "s_per_round"]
-    if args.algo and "fedavg" in algos:
+    if args.algo and "fedavg" in algos and (table["algo"] == "fedavg").any():
         table["speed_vs_fedavg"] = 1 / relative_to(table, "algo", "fedavg", "s_per_round")
-    if args.norm:
+    if args.norm and (table["norm"] == norms[0]).any():
         table[f"time_vs_{norms[0]}"] = relative_to(table, "norm", norms[0], "s_per_round")
         table[f"cpu_time_vs_{norms[0]}"] = relative_to(table, "norm", norms[0], "cpu_s_per_round")
     table.insert(0, "preset", args.preset)
@@ -659,15 +695,14 @@ def main() -> None:
     table["threads"] = torch.get_num_threads()
     table["rounds"] = args.rounds
     table["repeats"] = args.repeats
-    print(f"{args.preset}: {PRESETS[args.preset].note} {' '.join(args.override)}")
-    print(table.drop(columns=["preset", "mem_kind"]).to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    table["overrides"] = " ".join(args.override)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    table["overrides"] = " ".join(args.override)
     name = (("gpu_" if args.device == "cuda" else "") + args.preset + ("_algos" if args.algo else "")
             + ("_norms" if args.norm else "") + override_suffix(args.override))
-    table.to_csv(out / f"{name}.csv", index=False, float_format="%.4g")
-    print(f"wrote {out / (name + '.csv')}")
+    path = out / f"{name}.csv"
+    table.to_csv(path, index=False, float_format="%.4g")
+    return table, path
 
 
 if __name__ == "__main__":

@@ -89,8 +89,24 @@ def test_a_graphed_round_equals_the_eager_round_on_the_device(norm, algo, tmp_pa
     _, eager = two_rounds(overrides, "off", tmp_path)
     sim, graphed = two_rounds(overrides, GRAPHS, tmp_path)
     assert sim.backend.ctx.cuda_graphs == GRAPHS and not sim.backend.eager_reasons
+    replayed = {"algo=dsgd": 0}.get(algo, 2 * (3 if GRAPHS == "auto" else 2))  # 4 steps: 1 warm, 1 captured
+    assert sim.graph_record.replays == replayed, sim.graph_record
     for key in eager:
         torch.testing.assert_close(graphed[key], eager[key], **TOLERANCE, msg=key)
+
+
+def test_graphed_rounds_keep_the_memory_reserved_flat(tmp_path):
+    """20 graphed rounds: every round replays, and the run's one graph pool is reused from round to round
+    (``memory_reserved`` after round 20 no larger than after round 5)."""
+    sim = build_simulation([*BASE, "algo.local_steps=4", "norm=bn"], tmp_path, 20, torch.float32, "packed",
+                           device=DEVICE, cuda_graphs=GRAPHS)
+    reserved = []
+    for r in range(20):
+        sim.run_round(r)
+        reserved.append(torch.cuda.memory_reserved() if DEVICE == "cuda" else 0)
+    record = sim.graph_record
+    assert (record.rounds_replayed, record.replays) == (20, 20 * (3 if GRAPHS == "auto" else 2)), record
+    assert reserved[-1] <= reserved[4], f"memory reserved per round (bytes): {reserved}"
 
 
 HEADLINE = {

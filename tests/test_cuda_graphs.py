@@ -12,7 +12,7 @@ from fedbn_bench.engine.backends import stacked
 from fedbn_bench.engine.graphs import (CAPTURED, GraphedSteps, SyncProbe, check_mode, graph_status, run_reason,
                                        sync_reason)
 from fedbn_bench.engine.replicas import ReplicaGroup
-from fedbn_bench.engine.step_graph import TracedStepGraph
+from fedbn_bench.engine.step_graph import CudaStepGraph, TracedStepGraph
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.norms import NORMS
 from fedbn_bench.runner import run_experiment
@@ -224,3 +224,116 @@ def test_replicas_in_one_stack_replay_as_they_run_eagerly(tmp_path):
     for eager, graphed in zip(states["off"], states["emulate"]):
         for key in eager:
             torch.testing.assert_close(graphed[key], eager[key], rtol=0, atol=0, msg=key)
+
+
+class FakeCudaGraph:
+    """A CUDA graph's contract without a GPU, where ``TracedStepGraph`` differs from it: capturing runs
+    nothing (the step runs only when replayed); ``fail_capture`` makes the capture fail as a CUDA capture
+    of an illegal operation does."""
+
+    runs_on_capture = False
+    captures: list["FakeCudaGraph"] = []
+    fail_capture = False
+
+    def __init__(self) -> None:
+        self.step = None
+        self.replays = 0
+
+    def warmup(self, step) -> None:
+        step()
+
+    def capture(self, step) -> None:
+        FakeCudaGraph.captures.append(self)
+        if FakeCudaGraph.fail_capture:
+            raise RuntimeError("operation not permitted when stream is capturing\nCUDA kernel errors ...")
+        self.step = step
+
+    def replay(self) -> None:
+        self.replays += 1
+        self.step()
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """Runs ``engine.cuda_graphs=emulate`` on ``FakeCudaGraph`` instead of the traced graph."""
+    monkeypatch.setattr(FakeCudaGraph, "captures", [])
+    monkeypatch.setattr(stacked, "step_graph_maker", lambda mode: FakeCudaGraph)
+    return FakeCudaGraph
+
+
+@pytest.mark.parametrize("norm", ["bn", "hbn", "fbn"])
+def test_a_graph_that_runs_only_on_replay_gives_the_eager_rounds(norm, tmp_path, fake_cuda):
+    """GraphedSteps's CUDA branch: a capture that runs nothing must be followed by a replay, and each later
+    step of the shape replays (4 local steps: 1 eager, 1 captured + replayed, 2 replayed, per round)."""
+    eager = two_rounds([f"norm={norm}", "algo=fedavg"], "packed", "off", tmp_path)
+    graphed = two_rounds([f"norm={norm}", "algo=fedavg"], "packed", "emulate", tmp_path)
+    assert [g.replays for g in fake_cuda.captures] == [3, 3]
+    for key in eager:
+        torch.testing.assert_close(graphed[key], eager[key], rtol=0, atol=0, msg=key)
+
+
+def test_the_summary_records_what_the_graphs_ran(tmp_path, fake_cuda):
+    summary = run_experiment(compose_config([*SMALL, "norm=bn", "rounds=3", "eval_every=3", "logger=none",
+                                             "progress=false", "engine=packed", "engine.cuda_graphs=emulate"]),
+                             tmp_path)
+    assert summary["cuda_graphs"] == CAPTURED
+    assert summary["cuda_graphs_ran"] == {"rounds_replayed": 3, "rounds_eager": 0, "replays": 9, "eager_reasons": {},
+                                          "off": None}
+
+
+def test_a_failed_capture_reruns_the_round_eagerly_and_turns_the_graphs_off(tmp_path, fake_cuda, monkeypatch, caplog):
+    """The round is re-run from its start (equal to the eager round bit for bit), the step's own error is
+    in the log and the record, and no later round tries to capture again."""
+    monkeypatch.setattr(FakeCudaGraph, "fail_capture", True)
+    eager = two_rounds(["norm=bn", "algo=fedavg"], "packed", "off", tmp_path)
+    sim = build_simulation([*SMALL, "norm=bn", "algo=fedavg"], tmp_path / "failed", rounds=2, dtype=torch.float32,
+                           engine="packed", cuda_graphs="emulate")
+    with caplog.at_level("WARNING", logger="fedbn_bench"):
+        sim.run_round(0)
+        sim.run_round(1)
+    assert len(fake_cuda.captures) == 1
+    for key in eager:
+        torch.testing.assert_close(sim.store.global_state[key], eager[key], rtol=0, atol=0, msg=key)
+    reason = "the capture failed (operation not permitted when stream is capturing)"
+    assert sim.graph_record.off == reason
+    assert (sim.graph_record.rounds_replayed, sim.graph_record.eager_reasons) == (0, {reason: 2})
+    assert "RuntimeError: operation not permitted when stream is capturing" in caplog.text
+
+
+def test_on_refuses_to_go_on_eagerly_after_a_failed_capture(tmp_path, fake_cuda, monkeypatch):
+    monkeypatch.setattr(FakeCudaGraph, "fail_capture", True)
+    sim = build_simulation([*SMALL, "norm=bn"], tmp_path, rounds=1, dtype=torch.float32, engine="packed",
+                           cuda_graphs="emulate")
+    monkeypatch.setattr(sim.backend.ctx, "cuda_graphs", "on")
+    with pytest.raises(RuntimeError, match=r"engine.cuda_graphs=on, but round 1's the capture failed"):
+        sim.run_round(0)
+
+
+def test_on_refuses_a_round_that_falls_back(tmp_path, fake_cuda, monkeypatch):
+    sim = build_simulation([*SMALL, "norm=bn"], tmp_path, rounds=1, dtype=torch.float32, engine="packed",
+                           cuda_graphs="emulate")
+    monkeypatch.setattr(sim.backend.ctx, "cuda_graphs", "on")
+    monkeypatch.setattr(stacked.GraphedSteps, "__call__", lambda self, step, n, x, y: (
+        setattr(self, "reason", "the local step synchronises with the host (nonzero)"), step(n, x, y)))
+    with pytest.raises(RuntimeError, match=r"round 1's local steps ran eagerly: the local step synchronises"):
+        sim.run_round(0)
+
+
+def test_a_failed_cuda_capture_reports_the_steps_own_error(monkeypatch):
+    """``CudaStepGraph``: ending a broken capture raises about the capture; the step's error is the one seen."""
+    class BrokenGraph:
+        def capture_begin(self, pool=None):
+            pass
+
+        def capture_end(self):
+            raise RuntimeError("operation failed due to a previous error during capture")
+
+    graph = CudaStepGraph.__new__(CudaStepGraph)
+    graph.graph, graph.pool = BrokenGraph(), None
+    monkeypatch.setattr(CudaStepGraph, "on_side_stream", lambda self, work: work())
+
+    def step():
+        raise RuntimeError("the step's own error")
+
+    with pytest.raises(RuntimeError, match="the step's own error"):
+        graph.capture(step)

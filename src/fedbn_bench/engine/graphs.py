@@ -23,12 +23,19 @@ stream, the warm-up the CUDA-graphs notes ask for; the round's first under the p
 second is captured over static copies of its batches and replayed for it and every later step of
 that shape, each step's batches copied into the static ones. Host values the step uses (the
 round's learning rate, the active clients) are constant within a round, and the graphs are made
-again each round, as the round's stacks are new. The randomness is on the device: batches and
-augmentation are drawn once per round (``engine/sampling.py``), dropout from the device
-generator, which replays advance.
+again each round, as the round's stacks are new; every round's graphs are captured into the run's
+one memory pool on its one side stream (``step_graph_maker``), so a round reuses the memory the
+last round's graphs freed. The randomness is on the device: batches and augmentation are drawn once
+per round (``engine/sampling.py``), dropout from the device generator, which replays advance.
+
+A capture that fails (``CaptureFailed``, carrying the step's own error) turns the graphs off for the
+rest of the run: the backend re-runs the round eagerly from its start state (``stacked.py``).
+``GraphRecord`` keeps what ran, for ``summary.json``: rounds replayed and eager, replays, and why
+rounds were eager; ``on`` refuses a run whose round falls back.
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
 import torch
@@ -46,6 +53,8 @@ SYNCHRONISING = frozenset({
 """ATen operations that read a device value on the host (``.item()``, ``bool(t)``) or give an
 output whose shape depends on values."""
 CAPTURED = "captured once a round, replayed for the later steps"
+NOTHING_REPEATED = "no step shape ran more than once"
+"""Why a round replayed nothing without falling back (DSGD's one local step)."""
 
 
 class SyncProbe(TorchDispatchMode):
@@ -108,26 +117,91 @@ def sync_reason(synchronising: list[str]) -> Optional[str]:
 
 
 def step_graph_maker(mode: str) -> Callable[[], StepGraph]:
-    """The recorded steps of one round under ``mode``: its traced stand-in for ``emulate``, else CUDA
-    graphs on one side stream sharing one memory pool (safe: a round replays a graph only until the
-    next one is captured, as the active clients only shrink)."""
+    """The recorded steps of a run under ``mode``: its traced stand-in for ``emulate``, else CUDA graphs
+    on one side stream sharing one memory pool, made once per run (safe: a round replays a graph only
+    until the next one is captured, as the active clients only shrink, and never replays an earlier
+    round's). A ``torch.cuda.MemPool`` (torch >= 2.5) holds the pool for the whole run, so the memory
+    of a round's graphs returns to it when they are dropped, and the next round's captures reuse it."""
     if mode == "emulate":
         return TracedStepGraph
-    stream, pool = torch.cuda.Stream(), torch.cuda.graph_pool_handle()
-    return lambda: CudaStepGraph(stream, pool)
+    stream = torch.cuda.Stream()
+    holder = torch.cuda.MemPool() if hasattr(torch.cuda, "MemPool") else None
+    pool = holder.id if holder is not None else torch.cuda.graph_pool_handle()
+
+    def make() -> StepGraph:
+        make.holder = holder  # the pool lives as long as the maker
+        return CudaStepGraph(stream, pool)
+
+    return make
+
+
+class CaptureFailed(RuntimeError):
+    """A step's capture failed (``__cause__``: the step's own error); the round must be re-run eagerly."""
+
+
+_FAILED_CAPTURES = [0]
+
+
+def may_empty_cache() -> bool:
+    """Whether ``torch.cuda.empty_cache()`` is safe in this process: before torch 2.12 a failed capture
+    can leave the caching allocator believing a capture is under way, and emptying it then asserts."""
+    return not _FAILED_CAPTURES[0] or torch.__version__ >= "2.12"
+
+
+@dataclass
+class GraphRecord:
+    """What a run's local steps did under ``engine.cuda_graphs`` (``summary.json``): ``planned`` is the
+    status fixed before training (``graph_status``); rounds whose steps replayed a graph, rounds that ran
+    eagerly and why (``eager_reasons``: reason -> rounds), the replays, and the reason the graphs were
+    turned off for the rest of the run (``off``, after a failed capture)."""
+
+    planned: str
+    rounds_replayed: int = 0
+    rounds_eager: int = 0
+    replays: int = 0
+    eager_reasons: dict[str, int] = field(default_factory=dict)
+    off: Optional[str] = None
+
+    def count(self, steps: Optional["GraphedSteps"]) -> Optional[str]:
+        """One stack's round (``steps``: its runner, ``None`` once the graphs are off): replayed, or
+        eager; returns the reason it was eager where the graphs fell back (``None`` otherwise, also for
+        a round in which no step shape ran twice, e.g. DSGD's one step)."""
+        if steps is not None and steps.replays:
+            self.rounds_replayed += 1
+            self.replays += steps.replays
+            return None
+        fallback = self.off if steps is None else steps.reason
+        reason = fallback or NOTHING_REPEATED
+        self.rounds_eager += 1
+        self.eager_reasons[reason] = self.eager_reasons.get(reason, 0) + 1
+        return fallback
+
+    def summary(self) -> dict[str, Any]:
+        """``cuda_graphs`` (the plan) and, where the plan was to capture, ``cuda_graphs_ran``."""
+        ran = {k: v for k, v in asdict(self).items() if k != "planned"}
+        return {"cuda_graphs": self.planned, **({"cuda_graphs_ran": ran} if self.planned == CAPTURED else {})}
+
+    def state(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue counting from a checkpoint's ``state()`` (in place: the backend holds this record)."""
+        vars(self).update(state)
 
 
 class GraphedSteps:
     """One round's local steps of a stack, by shape (the active clients shrink as clients finish,
     ``stacked.py``): a shape's first step eager (the round's very first under a ``SyncProbe``), its
     second captured over static copies of its batches and replayed for it and each later step of
-    that shape. ``reason``: why it stopped capturing (every later step is then eager)."""
+    that shape. ``reason``: why it stopped capturing (every later step is then eager); ``replays``:
+    the steps run by replaying a graph."""
 
     def __init__(self, make_graph: Callable[[], StepGraph]) -> None:
         self.make_graph = make_graph
         self.warm: dict[tuple, StepGraph] = {}
         self.graphs: dict[tuple, tuple[StepGraph, tuple[torch.Tensor, torch.Tensor]]] = {}
         self.reason: Optional[str] = None
+        self.replays = 0
 
     def __call__(self, step: OneStep, n: Optional[int], x: torch.Tensor, y: torch.Tensor) -> None:
         shape = (n, tuple(x.shape), tuple(y.shape))
@@ -138,6 +212,7 @@ class GraphedSteps:
             for static, new in zip(inputs, (x, y)):
                 static.copy_(new)
             graph.replay()
+            self.replays += 1
         elif shape in self.warm:
             self.capture(self.warm.pop(shape), shape, step, n, x, y)
         else:
@@ -152,15 +227,19 @@ class GraphedSteps:
 
     def capture(self, graph: StepGraph, shape: tuple, step: OneStep, n: Optional[int], x: torch.Tensor,
                 y: torch.Tensor) -> None:
+        """Capture the step of ``shape`` and run it (on CUDA: replay it once, as a capture runs nothing).
+        A failed capture raises ``CaptureFailed`` from the step's error: what the broken capture left
+        behind (host state the step changed, memory it took) is unknown, so the round is re-run eagerly
+        from its start (``stacked.py``)."""
         static_x, static_y = x.clone(), y.clone()
         try:
             graph.capture(lambda: step(n, static_x, static_y))
         except RuntimeError as error:
             if graph.runs_on_capture:
                 raise
-            self.reason = f"the capture failed ({str(error).splitlines()[0]})"
-            step(n, x, y)
-            return
+            _FAILED_CAPTURES[0] += 1
+            raise CaptureFailed(f"the capture failed ({str(error).splitlines()[0]})") from error
         if not graph.runs_on_capture:
             graph.replay()
+            self.replays += 1
         self.graphs[shape] = (graph, (static_x, static_y))

@@ -16,6 +16,7 @@ from fedbn_bench.engine.clients import ClientStore
 from fedbn_bench.engine.flops import flop_counter
 from fedbn_bench.engine.evaluator import Evaluator
 from fedbn_bench.engine.federation import Federation
+from fedbn_bench.engine.graphs import GraphRecord
 from fedbn_bench.engine.round import RoundRunner
 from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.errors import ConfigError, Stopped
@@ -32,11 +33,13 @@ class RunLoop:
 
     def __init__(self, fed: Federation, store: ClientStore, rounds: RoundRunner, evaluator: Evaluator,
                  settings: RunSettings, recorder: RunRecorder, logger: Logger, config: dict | None = None,
-                 engine: dict[str, str] | None = None) -> None:
-        """``engine``: the backend's record for the summary (``EngineChoice.record``)."""
+                 engine: dict[str, str] | None = None, graphs: GraphRecord | None = None) -> None:
+        """``engine``: the backend's record for the summary (``EngineChoice.record``); ``graphs``: what the
+        local steps did under ``engine.cuda_graphs`` (``graphs.GraphRecord``), in the summary and checkpoints."""
         self.fed, self.store, self.rounds, self.evaluator, self.s = fed, store, rounds, evaluator, settings
         self.recorder, self.logger, self.config = recorder, logger, config
         self.engine = engine or {}
+        self.graphs = graphs
         self.rounds_completed = 0
         self.train_seconds = 0.0
         self.history: list[dict[str, Any]] = []
@@ -169,6 +172,7 @@ class RunLoop:
             "samples_per_s": self.rounds.samples_seen / self.train_seconds if self.train_seconds else 0.0,
             **({"threads": self.s.threads} if self.s.threads else {}),
             **self.engine,
+            **(self.graphs.summary() if self.graphs is not None else {}),
             **({"final_robust_acc": last["robust_acc"]} if "robust_acc" in last else {}),
             **({"train_macs_per_round": self.train_macs_per_round} if self.train_macs_per_round is not None else {}),
             **best_validation(self.history, (*REPORTED_AT_BEST, *self.evaluator.robust_attacks)),
@@ -205,6 +209,7 @@ class RunLoop:
             "samples_seen": self.rounds.samples_seen,
             "train_seconds": self.train_seconds,
             "train_macs_per_round": self.train_macs_per_round,
+            **({"cuda_graphs_ran": self.graphs.state()} if self.graphs is not None else {}),
             "best_selection": self.best_selection,
             "rng": rng,
         }
@@ -224,6 +229,9 @@ class RunLoop:
         self.best, self.last, self.elapsed = state["best"], state["last"], state["elapsed"]
         self.rounds.samples_seen, self.train_seconds = state["samples_seen"], state["train_seconds"]
         self.train_macs_per_round = state.get("train_macs_per_round")
+        graphs = state.get("cuda_graphs_ran")
+        if self.graphs is not None and graphs is not None and graphs["planned"] == self.graphs.planned:
+            self.graphs.restore(graphs)
         self.best_selection = state.get("best_selection")
         torch.set_rng_state(state["rng"]["torch"].cpu())
         if "cuda" in state["rng"] and torch.cuda.is_available():

@@ -22,7 +22,7 @@ from fedbn_bench.engine.backends.vmap import VmapBackend
 from fedbn_bench.engine.clients import ClientStore
 from fedbn_bench.engine.evaluator import Evaluator
 from fedbn_bench.engine.federation import Federation
-from fedbn_bench.engine.graphs import CAPTURED, graph_status
+from fedbn_bench.engine.graphs import CAPTURED, GraphRecord, graph_status
 from fedbn_bench.engine.options import to_channels_last
 from fedbn_bench.engine.round import RoundRunner
 from fedbn_bench.engine.run_loop import RunLoop
@@ -87,9 +87,10 @@ class Simulation:
         device = next(model.parameters()).device
         graphs = graph_status(settings.cuda_graphs, device, engine, adversarial)
         log.info("engine.cuda_graphs=%s: %s", settings.cuda_graphs, graphs)
+        self.graph_record = GraphRecord(graphs)
         context = TrainingContext(model, norm, algo, fed.data.train, local_keys, batch_size, fed.num_clients,
                                   settings.augment, settings.channels_last, shared, fed.adversarial,
-                                  settings.cuda_graphs if graphs == CAPTURED else None)
+                                  settings.cuda_graphs if graphs == CAPTURED else None, self.graph_record)
         self.engine = engine
         self.backend = BACKENDS[engine](context)
         self.rounds = RoundRunner(fed, self.store, self.backend, settings, aggregator or Aggregator(), transforms,
@@ -98,7 +99,7 @@ class Simulation:
         metrics = distinct([*default_metrics(self.personalized), *extra_metrics, *robust])
         self.evaluator = Evaluator(fed, self.store, metrics, settings.eval_batch_size, settings.seed, batch_size)
         self.loop = RunLoop(fed, self.store, self.rounds, self.evaluator, settings, recorder, logger, config,
-                            {**choice.record(), "cuda_graphs": graphs})
+                            choice.record(), self.graph_record)
 
     def run_round(self, round_idx: int) -> Optional[torch.Tensor]:
         return self.rounds.run_round(round_idx)

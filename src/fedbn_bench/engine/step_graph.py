@@ -60,12 +60,19 @@ class CudaStepGraph:
         self.on_side_stream(step)
 
     def capture(self, step: Callable[[], None]) -> None:
+        """Record ``step``; when it fails inside the capture, its own error is raised (ending the broken
+        capture may raise too, about the capture rather than its cause)."""
         def captured() -> None:
             self.graph.capture_begin(pool=self.pool)
             try:
                 step()
-            finally:
-                self.graph.capture_end()
+            except BaseException:
+                try:
+                    self.graph.capture_end()
+                except RuntimeError:
+                    pass
+                raise
+            self.graph.capture_end()
 
         self.on_side_stream(captured)
 

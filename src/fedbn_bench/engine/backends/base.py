@@ -13,6 +13,7 @@ from fedbn_bench.algorithms.base import Algorithm
 from fedbn_bench.core.roles import STANDARD
 from fedbn_bench.core.updates import ClientUpdate, State, Statistics
 from fedbn_bench.data import Split
+from fedbn_bench.engine.graphs import GraphRecord
 from fedbn_bench.norms.base import NormMethod
 
 
@@ -66,6 +67,8 @@ class TrainingContext:
     cuda_graphs: Optional[str] = None
     """``engine.cuda_graphs`` when the run's local steps may be captured (``graphs.run_reason``
     found nothing against it), else ``None``: every step eager."""
+    graph_record: Optional[GraphRecord] = None
+    """What the captured steps did, round by round (``graphs.GraphRecord``), where ``cuda_graphs`` is set."""
 
 
 class Backend:

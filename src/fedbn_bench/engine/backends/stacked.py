@@ -36,7 +36,7 @@ from fedbn_bench.core.trees import Tree, prefix, unstack_tree
 from fedbn_bench.core.updates import State
 from fedbn_bench.engine.backends.base import Backend, ClientJob, ClientResult, TrainingContext
 from fedbn_bench.engine.backends.stacked_model import StackedModel
-from fedbn_bench.engine.graphs import GraphedSteps, step_graph_maker
+from fedbn_bench.engine.graphs import CaptureFailed, GraphedSteps, StepGraph, step_graph_maker
 from fedbn_bench.engine.local_steps import run_local_steps
 from fedbn_bench.engine.sampling import client_round_batches, seed_global
 from fedbn_bench.norms.base import NormMethod
@@ -78,6 +78,8 @@ class StackedBackend(Backend):
     def __init__(self, ctx: TrainingContext) -> None:
         super().__init__(ctx)
         self.eager_reasons: set[str] = set()
+        self.make_graph: Optional[Callable[[], StepGraph]] = None
+        """The run's maker of step graphs (one side stream and memory pool), made at the first round."""
 
     def empty_stack(self, count: int, like: torch.Tensor) -> torch.Tensor:
         """Storage for ``count`` clients' copies of ``like`` (a backend may choose the layout)."""
@@ -162,6 +164,7 @@ class StackedBackend(Backend):
         algorithm's loss or ``objective``'s; ``stream`` selects the stack's random stream."""
         ctx = self.ctx
         model, algo = ctx.model, ctx.algo
+        given = jobs
         order = sorted(range(len(jobs)), key=lambda i: -jobs[i].steps)
         jobs = [jobs[i] for i in order]
         xs, ys, locals_ = [], [], []
@@ -197,10 +200,14 @@ class StackedBackend(Backend):
         steps = ((sum(c > s for c in counts), xb, yb) for s, (xb, yb) in enumerate(self.step_batches(x, y))
                  for _ in range(replays))
         graphed = self.graphed_steps()
-        run_local_steps(algo, forward_backward, params, local,
-                        ((n, prefix(xb, n), prefix(yb, n)) for n, xb, yb in steps), lr, loss_sum, graphed)
-        if graphed is not None and graphed.reason is not None:
-            self.note_eager(graphed.reason)
+        try:
+            run_local_steps(algo, forward_backward, params, local,
+                            ((n, prefix(xb, n), prefix(yb, n)) for n, xb, yb in steps), lr, loss_sum, graphed)
+        except CaptureFailed as failure:
+            self.turn_graphs_off(failure, round_idx)
+            return self.train_stack(given, round_idx, lr, objective, replays, stream)
+        if ctx.graph_record is not None and ctx.cuda_graphs is not None:
+            self.note_eager(ctx.graph_record.count(graphed), round_idx)
         upload, extras, algo_state = algo.finish(params, local)
         rows = {k: v.unbind() for k, v in {**params, **buffers}.items()}
         uploads = {k: v.unbind() for k, v in upload.items()}  # views of a fresh stack, consumed this round
@@ -216,12 +223,33 @@ class StackedBackend(Backend):
 
     def graphed_steps(self) -> Optional[GraphedSteps]:
         """The round's step runner under ``engine.cuda_graphs`` (``engine/graphs.py``), or ``None``
-        (eager) when the run cannot be captured."""
-        mode = self.ctx.cuda_graphs
-        return None if mode is None else GraphedSteps(step_graph_maker(mode))
+        (eager) when the run cannot be captured or its graphs were turned off."""
+        mode, record = self.ctx.cuda_graphs, self.ctx.graph_record
+        if mode is None or (record is not None and record.off):
+            return None
+        if self.make_graph is None:
+            self.make_graph = step_graph_maker(mode)
+        return GraphedSteps(self.make_graph)
 
-    def note_eager(self, reason: str) -> None:
-        """Say once per run and reason why a round's steps ran eagerly."""
+    def turn_graphs_off(self, failure: CaptureFailed, round_idx: int) -> None:
+        """After a failed capture: the step's own error in the log, the graphs off for the rest of the
+        run (``engine.cuda_graphs=on`` refuses to go on eagerly), the round re-run by the caller."""
+        mode, cause = self.ctx.cuda_graphs, failure.__cause__
+        if mode == "on":
+            raise RuntimeError(f"engine.cuda_graphs=on, but round {round_idx + 1}'s {failure}; "
+                               "use engine.cuda_graphs=auto (eager after a failed capture) or off") from cause
+        if self.ctx.graph_record is not None:
+            self.ctx.graph_record.off = str(failure)
+        log.warning("engine.cuda_graphs=%s: %s in round %d: %s: %s; the round is re-run eagerly and the rest of "
+                    "the run is eager", mode, failure, round_idx + 1, type(cause).__name__, cause)
+
+    def note_eager(self, reason: Optional[str], round_idx: int) -> None:
+        """Say once per run and reason why a round's steps fell back to eager (``on``: refuse to)."""
+        if reason is None:
+            return
+        if self.ctx.cuda_graphs == "on":
+            raise RuntimeError(f"engine.cuda_graphs=on, but round {round_idx + 1}'s local steps ran eagerly: "
+                               f"{reason}; use engine.cuda_graphs=auto or off")
         if reason not in self.eager_reasons:
             self.eager_reasons.add(reason)
             log.info("engine.cuda_graphs=%s: eager local steps in a round (%s)", self.ctx.cuda_graphs, reason)
