@@ -11,9 +11,10 @@ counts when it completed or diverged (divergence is the method's outcome in that
 record's value, e.g. chance accuracy, enters the mean); a failed, interrupted or unfinished run never
 counts and is listed.
 
-A verdict says what it knows: a fail whose failing check reads a quantity still improving at the last
-evaluation (``convergence.RULE``) is ``fails (not converged)``, with the run length that would decide
-it (``Claim.decided_by``); a claim declares :class:`Control` outcomes that would fail it (the
+A verdict says what it knows: a fail whose every failing check still drifts toward passing at the end of its runs
+(``convergence.RULE``) is ``fails (not converged)``, and a hold whose passing check drifts against it by more
+than its margin is ``holds (not converged)``, each with the run length that would decide it
+(``Claim.decided_by``); a claim declares :class:`Control` outcomes that would fail it (the
 undefended run under the same attack), and a claim that holds is ``uninformative`` when one of its
 controls passes its checks too (``holds (control not run)`` until the control's runs exist). A claim
 whose quantity, check or setting changed keeps its earlier declaration as :class:`Superseded`, judged
@@ -27,12 +28,13 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from fedbn_bench.figures.base import COMPLETED, load_runs, mean_std, measure
-from fedbn_bench.figures.claims.convergence import Progress, progress
+from fedbn_bench.figures.claims.convergence import Drift, Trend, drift, trend
 from fedbn_bench.records.reader import RunRecord
 
 HOLDS, FAILS, NOT_RUN = "holds", "fails", "not run"
 NOT_CONVERGED, UNINFORMATIVE, UNCONTROLLED = "fails (not converged)", "uninformative", "holds (control not run)"
-VERDICTS = (HOLDS, UNCONTROLLED, UNINFORMATIVE, FAILS, NOT_CONVERGED, NOT_RUN)
+HOLDS_NOT_CONVERGED = "holds (not converged)"
+VERDICTS = (HOLDS, HOLDS_NOT_CONVERGED, UNCONTROLLED, UNINFORMATIVE, FAILS, NOT_CONVERGED, NOT_RUN)
 """Every verdict, in report order (module docstring)."""
 COUNTED = (COMPLETED, "diverged")
 """Run statuses whose records enter a claim's means (module docstring)."""
@@ -80,6 +82,19 @@ class Check:
         """The means the check compares (``b`` itself where it is a number)."""
         b = self.b if isinstance(self.b, (int, float)) else measured[self.b].mean
         return measured[self.a].mean, b
+
+    def margin(self, a: float, b: float) -> float:
+        """How far the check passes (negative: how far it fails), in the units of its value."""
+        if self.relation == "ratio_at_most" and b == 0:
+            return -math.inf
+        value = {"at_least": a - b, "at_most": b - a, "within": -abs(a - b), "ratio_at_most": -a / b}[self.relation]
+        return value - (self.threshold if self.relation == "at_least" else -self.threshold)
+
+    def drift(self, measured: Mapping[str, "Measured"], toward_passing: bool) -> Optional[Drift]:
+        """The drift of the check's value at the end of its runs (``convergence.drift``)."""
+        a, b = self.operands(measured)
+        trends = (measured[self.a].trend, None if isinstance(self.b, (int, float)) else measured[self.b].trend)
+        return drift(self.relation, a, b, trends, toward_passing)
 
 
 RELATIONS = {
@@ -167,8 +182,8 @@ class Measured:
 
     values: list[float] = field(default_factory=list)
     other: list[str] = field(default_factory=list)
-    progress: Optional[Progress] = None
-    """The convergence rule on the completed runs (``convergence.progress``; a diverged run has ended)."""
+    trend: Optional[Trend] = None
+    """The trend of the completed runs' curve (``convergence.trend``; a diverged run has ended)."""
 
     @property
     def mean(self) -> Optional[float]:
@@ -186,17 +201,20 @@ class Verdict:
     verdict: str
     check_results: list[Optional[bool]]
     """Per check: passed, failed, or ``None`` (not evaluated)."""
+    drifts: list[Optional[Drift]] = field(default_factory=list)
+    """Per check: its drift toward passing where it failed, against it where it passed (``convergence.RULE``)."""
     controls: list[Optional[bool]] = field(default_factory=list)
     """Per control: whether it passes the checks it is read against (``None``: its runs are missing)."""
     control_measured: list[dict[str, Measured]] = field(default_factory=list)
     superseded: list["Verdict"] = field(default_factory=list)
 
     @property
-    def improving(self) -> list[str]:
-        """The still-improving quantities that a failed check reads (what makes a fail *not converged*)."""
-        names = [n for c, ok in zip(self.claim.checks, self.check_results) if ok is False
-                 for n in (c.a, c.b) if isinstance(n, str)]
-        return [n for n in dict.fromkeys(names) if self.measured[n].progress and self.measured[n].progress.improving]
+    def unsettled(self) -> list[int]:
+        """The checks whose outcome the runs' drift may still change (``convergence.RULE``): a failed check drifting
+        significantly toward passing, a passed one drifting significantly against it by more than its margin."""
+        return [i for i, (check, passed, d) in enumerate(zip(self.claim.checks, self.check_results, self.drifts))
+                if passed is not None and d is not None and d.significant
+                and (not passed or d.change > check.margin(*check.operands(self.measured)))]
 
 
 def matches(run: RunRecord, where: Mapping[str, Any]) -> bool:
@@ -219,7 +237,7 @@ def same(have: Any, want: Any) -> bool:
 
 
 def measure_quantity(q: Quantity, runs: list[RunRecord]) -> Measured:
-    out, counted, done = Measured(), [], []
+    out, completed = Measured(), []
     for run in runs:
         if not matches(run, q.where):
             continue
@@ -229,11 +247,10 @@ def measure_quantity(q: Quantity, runs: list[RunRecord]) -> Measured:
         else:
             out.values.append(value * q.scale)
             if run.status == COMPLETED:
-                counted.append(run)   # a diverged run ended: it has no trend to read
-                done.append(value * q.scale)
+                completed.append(run)   # a diverged run ended: it has no trend to read
             else:
                 out.other.append(f"{run.path.name}: {run.status} (counted)")
-    out.progress = progress(counted, q.metric, q.scale, done) if counted else None
+    out.trend = trend(completed, q.metric, q.scale)
     return out
 
 
@@ -264,15 +281,18 @@ def judge(claim: Claim, root: Path, cache: Optional[dict[Path, list[RunRecord]]]
     if any(len(m.values) < claim.seeds for m in measured.values()):
         return Verdict(claim, measured, NOT_RUN, [None] * len(claim.checks), superseded=older)
     results = [check.passes(*check.operands(measured)) for check in claim.checks]
-    verdict = Verdict(claim, measured, HOLDS if all(results) else FAILS, results, superseded=older)
+    drifts = [check.drift(measured, toward_passing=not passed) for check, passed in zip(claim.checks, results)]
+    verdict = Verdict(claim, measured, HOLDS if all(results) else FAILS, results, drifts, superseded=older)
     for control in claim.controls:
         swapped = {**measured, **measure_all(control.replace, root, cache)}
         verdict.control_measured.append({name: swapped[name] for name in control.replace})
         verdict.controls.append(control_passes(claim, control, swapped))
-    if verdict.verdict == FAILS and verdict.improving:
+    if verdict.verdict == FAILS and all(i in verdict.unsettled for i, passed in enumerate(results) if not passed):
         verdict.verdict = NOT_CONVERGED
     elif verdict.verdict == HOLDS and any(verdict.controls):
         verdict.verdict = UNINFORMATIVE
+    elif verdict.verdict == HOLDS and verdict.unsettled:
+        verdict.verdict = HOLDS_NOT_CONVERGED
     elif verdict.verdict == HOLDS and None in verdict.controls:
         verdict.verdict = UNCONTROLLED
     return verdict

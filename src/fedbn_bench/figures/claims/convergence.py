@@ -1,62 +1,118 @@
-"""The convergence rule of the claims, declared once (:data:`RULE`): whether a quantity's runs were still
-improving at their last evaluation, so that a claim failing on them reads *fails (not converged)*.
+"""The convergence rule of the claims, declared once (:data:`RULE`): whether a check's value was still moving
+at the end of its runs, in the direction that would change its outcome.
 
-The curve a quantity is judged on is the per-evaluation column its metric reads (:func:`curve_column`);
-the runs' curves are averaged over the evaluation rounds they all have, and the last fifth of those
-evaluations (at least the last two) is the window. Improvement is the best value of the window minus
-its first value (lower is better for a column whose name contains ``loss``). The noise it must beat is
-the standard error of the quantity's mean over those runs (sample sd / √n, the noise of the averaged
-curve whose gain is read), and never less than 0.5 % of the metric's unit (0.5 points of an accuracy
-in %, 0.005 of a loss): with one run, or seeds that happen to agree, a step of 0.3 points is still
-noise. Only completed runs are read: a diverged run has ended and has no trend.
+A quantity's curve is the per-evaluation column its metric reads (:func:`curve_column`), on the rounds where
+every completed run of the quantity has a value (a diverged run has ended and has no trend). Its window is
+the last fifth of those evaluations, at least five, but never more than the last half (rounded up). Its :class:`Trend` is a
+least-squares line through the window, one per run with a common slope (each run's own level removed), and
+its noise is the scatter of the runs' points around their lines: the slope's standard error, with
+``runs × evaluations − runs − 1`` degrees of freedom. Both are read as the change the line makes across the
+window (slope × the window's span in rounds × the quantity's scale). A quantity that keeps its best value
+(``best:``, the best test accuracy, an accuracy at the best validation round) cannot fall: it follows a
+rising line and stays where its line falls.
+
+A check's :class:`Drift` is the change of its value (``a − b``, ``|a − b|`` or ``a / b``, linearised at the
+means) that its quantities' trends make across their windows, toward passing or against it; its standard
+error adds the quantities' variances, with Welch–Satterthwaite degrees of freedom. A drift is significant
+when it exceeds its standard error times Student's t at 0.975 (one-sided 2.5 % on a flat curve). A failing
+check whose drift toward passing is significant is not converged, and so is a passing check whose drift against
+it is significant and larger than its margin. A claim fails (not converged) when every check it fails is not
+converged (one converged fail decides it), and holds (not converged) when one check it passes is not converged.
 """
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from scipy import stats
+
 from fedbn_bench.records.reader import RunRecord
 
-RULE = ("A quantity is **still improving** when, on its curve averaged over its runs (the per-evaluation column "
-        "its metric reads), the best of the last fifth of the evaluations (at least the last two) beats the first "
-        "of them by more than the noise: the standard error of the mean over its completed runs (sd / √n), and at "
-        "least 0.5 % of its unit (0.5 points of accuracy; lower is better for a loss). A claim **fails (not converged)** when a check it "
-        "fails reads a still-improving quantity; its section states the run length that would decide it.")
+RULE = ("A quantity's **trend** is a least-squares line through the last fifth of the evaluations of its curve "
+        "(the per-evaluation column its metric reads; at least the last five evaluations, at most the last half), one line "
+        "per completed run with a common slope, and its noise is the scatter of the runs' own points around their "
+        "lines (the slope's standard error, runs × evaluations − runs − 1 degrees of freedom); both are read as the "
+        "change across the window. A quantity that keeps its best (best accuracy, accuracy at the best validation "
+        "round) cannot fall: it follows a rising line and stays where its line falls. A check's **drift** is the change of its value (a − b, |a − b| or a / b) that its "
+        "quantities' trends make, toward passing or against; it is **significant** when larger than its standard "
+        "error (the quantities' errors added; Welch–Satterthwaite degrees of freedom) times Student's t at 0.975. "
+        "A claim **fails (not converged)** when every check it fails drifts significantly toward passing, and "
+        "**holds (not converged)** when a check it passes drifts significantly against it by more than its margin; "
+        "its section states the run length that would decide it.")
 """The rule as CLAIMS.md states it (module docstring)."""
 
-NOISE_FLOOR = 0.005
-"""The least noise, as a fraction of the metric's unit (× the quantity's scale)."""
+RULE_CHANGE = (
+    "Rule history: this rule replaced (issue 49) the rule of commit 0663577, which compared the best of the last "
+    "fifth with its first evaluation against the seeds' standard error (at least 0.5 % of the unit), read every "
+    "quantity of a failing check whatever its direction, made a fail not converged on one such check, and never "
+    "read a passing check. On the runs committed at 2582162 it flipped 23 verdicts from *fails (not converged)* "
+    "to *fails* and no other: fbn/fig4_fbn_undefended_degrades, fbn/fig4_sf_defense_beats_undefended, "
+    "fbn/fig8_foe_defense_beats_undefended, fbn/fig10_alie_defense_beats_undefended, "
+    "fixbn/sec3_4_pooled_statistics, hbn/table1_phi0.1, hbn/table1_phi0.6, hbn/table2_batch_size, "
+    "hbn/table4_fedprox, hbn/table4_scaffold, hbn/table4_fedadam, hbn/table6_ablation, "
+    "fedrbn/table2_fatbn_vs_fatavg, fedrbn/fig6_lambda_20, fedrbn/fig1_20_close_to_all, fedrbn/fig3a_at_domain, "
+    "fedrbn/table1_bna_over_bnc, fedrbn/table1_cos_over_uni, fedrbn/table4_free_at, fedrbn/table7_b_e, "
+    "fedrbn/fig8_fewer_users, fedbn/table11_vs_fedavg, fedbn/table11_vs_fedprox (their checks' own drift toward "
+    "passing is not significant: both sides of a gap rising together, the moving side moving away, or too few "
+    "evaluations to tell).")
+"""How the rule came to be, as CLAIMS.md states it (the flips measured when it was committed)."""
+
+WINDOW_FIFTH, WINDOW_LEAST = 5, 5
+"""The window: the last 1/5 of the evaluations, at least 5, at most the last half."""
+
+CONFIDENCE = 0.975
+"""Student's t quantile a significant drift exceeds (in standard errors)."""
 
 SUMMARY_CURVES = {"final_test_acc": "test_acc", "best_test_acc": "test_acc", "test_acc_at_best_val": "test_acc",
                   "clean_acc_at_best_val": "clean_acc", "robust_acc_at_best_val": "val_robust_acc"}
 """The column whose curve a ``summary:`` metric ends (robust accuracy: the validation RA the run selects on)."""
 
+KEEPS_BEST = ("summary:best_test_acc", "summary:test_acc_at_best_val", "summary:clean_acc_at_best_val",
+              "summary:robust_acc_at_best_val")
+"""Summary metrics that keep the best evaluation (with ``best:<column>``): they cannot fall."""
+
 
 @dataclass(frozen=True)
-class Progress:
-    """What the rule read on one quantity: the window's last round, its improvement and the noise."""
+class Trend:
+    """A quantity's line through its window: ``change`` across the window ± ``se``, in the quantity's units."""
 
     last_round: float
-    gain: float
-    noise: float
+    change: float
+    se: float
+    df: int
+    evaluations: int
+    runs: int
+    rises_only: bool = False
+    """The quantity keeps its best value: it can rise with the curve, never fall."""
+
+
+@dataclass(frozen=True)
+class Drift:
+    """The change of a check's value across the window in one direction (toward passing or against it)."""
+
+    change: float
+    se: float
+    df: float
 
     @property
-    def improving(self) -> bool:
-        return self.gain > self.noise
+    def significant(self) -> bool:
+        if self.change <= 0:
+            return False
+        return self.se == 0 or self.change > stats.t.ppf(CONFIDENCE, self.df) * self.se
 
 
 def curve_column(metric: str) -> Optional[str]:
-    """The column whose curve ``metric`` reads (``None`` where no curve ends in it: ``first:``, other summary keys)."""
+    """The column whose curve ``metric`` follows (``None`` where none does: ``first:``, ``rises:``, other summary
+    keys)."""
     kind, _, key = metric.partition(":")
     if kind == "summary":
         return SUMMARY_CURVES.get(key)
-    return None if kind == "first" else key
+    return None if kind in ("first", "rises") else key
 
 
-def mean_curve(runs: Sequence[RunRecord], column: str) -> tuple[list[float], list[float]]:
-    """``(rounds, mean values)`` of ``column`` over the rounds where every run has a finite value."""
+def common_curves(runs: Sequence[RunRecord], column: str) -> tuple[list[float], list[list[float]]]:
+    """``(rounds, one curve per run)`` of ``column`` over the rounds where every run has a finite value."""
     curves = []
     for run in runs:
         rounds, values = run.curve(column)
@@ -64,20 +120,64 @@ def mean_curve(runs: Sequence[RunRecord], column: str) -> tuple[list[float], lis
     if not curves:
         return [], []
     common = sorted(set.intersection(*(set(c) for c in curves)))
-    return common, [sum(c[r] for c in curves) / len(curves) for r in common]
+    return common, [[c[r] for r in common] for c in curves]
 
 
-def progress(runs: Sequence[RunRecord], metric: str, scale: float, measured: Sequence[float]) -> Optional[Progress]:
-    """The rule on the completed runs of one quantity (``measured``: the quantity on each of them, scaled);
-    ``None`` where it cannot be read (no curve for the metric, fewer than two common evaluations)."""
+def line_trend(rounds: Sequence[float], curves: Sequence[Sequence[float]], scale: float = 1.0,
+               rises_only: bool = False) -> Optional[Trend]:
+    """The trend of ``curves`` (one per run, all at ``rounds``) over their window; ``None`` where the window leaves
+    no degree of freedom for the scatter."""
+    n = len(curves)
+    size = min(math.ceil(len(rounds) / 2), max(WINDOW_LEAST, math.ceil(len(rounds) / WINDOW_FIFTH)))
+    df = n * size - n - 1
+    if n == 0 or df < 1:
+        return None
+    x = [float(r) for r in rounds[-size:]]
+    x_mean = sum(x) / size
+    dx = [r - x_mean for r in x]
+    sxx = sum(d * d for d in dx)
+    centred = [[v - sum(c[-size:]) / size for v in c[-size:]] for c in curves]
+    slope = sum(d * v for c in centred for d, v in zip(dx, c)) / (n * sxx)
+    scatter = sum((v - slope * d) ** 2 for c in centred for d, v in zip(dx, c)) / df
+    span = (x[-1] - x[0]) * scale
+    return Trend(x[-1], slope * span, math.sqrt(scatter / (n * sxx)) * span, df, size, n, rises_only)
+
+
+def trend(runs: Sequence[RunRecord], metric: str, scale: float) -> Optional[Trend]:
+    """The trend of one quantity on its completed ``runs`` (``None`` where its metric follows no curve or the
+    window is too short)."""
     column = curve_column(metric)
-    if column is None:
+    if column is None or not runs:
         return None
-    rounds, values = mean_curve(runs, column)
-    if len(values) < 2:
+    rounds, curves = common_curves(runs, column)
+    return line_trend(rounds, curves, scale, metric in KEEPS_BEST or metric.startswith("best:"))
+
+
+def coefficients(relation: str, a: float, b: float) -> tuple[float, float]:
+    """How a check's value, signed so that larger is closer to passing, moves with ``a`` and with ``b``."""
+    if relation == "at_least":
+        return 1.0, -1.0
+    if relation == "at_most":
+        return -1.0, 1.0
+    if relation == "within":
+        side = 1.0 if a >= b else -1.0
+        return -side, side
+    return (-1.0 / b, a / (b * b)) if b else (0.0, 0.0)   # ratio_at_most: −a/b
+
+
+def drift(relation: str, a: float, b: float, trends: tuple[Optional[Trend], Optional[Trend]],
+          toward_passing: bool) -> Optional[Drift]:
+    """The drift of a check with means ``a`` and ``b`` and their quantities' ``trends`` (``None`` for a number or
+    an unread trend), toward passing or against it; ``None`` where no trend moves it (a quantity that keeps its
+    best stays where its line falls)."""
+    sense = 1.0 if toward_passing else -1.0
+    parts = [(sense * c, t) for c, t in zip(coefficients(relation, a, b), trends)
+             if t is not None and c != 0 and not (t.rises_only and t.change < 0)]
+    if not parts:
         return None
-    window = values[-max(2, math.ceil(len(values) / 5)):]
-    sign = -1.0 if "loss" in column else 1.0
-    gain = max(sign * (v - window[0]) for v in window) * scale
-    se = statistics.stdev(measured) / math.sqrt(len(measured)) if len(measured) > 1 else 0.0
-    return Progress(rounds[-1], gain, max(se, NOISE_FLOOR * scale))
+    change = sum(c * t.change for c, t in parts)
+    variances = [(c * t.se) ** 2 for c, t in parts]
+    total = sum(variances)
+    denominator = sum(v * v / t.df for v, (_, t) in zip(variances, parts))
+    df = total * total / denominator if denominator > 0 else float(min(t.df for _, t in parts))
+    return Drift(change, math.sqrt(total), df)
