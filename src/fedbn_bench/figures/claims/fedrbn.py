@@ -11,7 +11,7 @@ users), as FedRBN reports (App. C.1). Seeds: 3 where a claimed gap is under 5 po
 """
 from __future__ import annotations
 
-from fedbn_bench.figures.claims.base import Check, Claim, Control, Quantity
+from fedbn_bench.figures.claims.base import Check, Claim, Control, Quantity, Superseded
 
 TABLE2 = "results/fedrbn/table2_digits/runs"
 FIG3A = "results/fedrbn/fig3a_digits/runs"
@@ -21,6 +21,8 @@ TABLE3 = "results/fedrbn/table3_digits/runs"
 TABLE4 = "results/fedrbn/table4_digits/runs"
 TABLE7 = "results/fedrbn/table7_digits/runs"
 FIG8 = "results/fedrbn/fig8_digits/runs"
+RUNS_300 = "results/fedrbn/fedrbn_300_rounds_digits/runs"
+FIG8_300 = "results/fedrbn/fig8_300_rounds_digits/runs"
 METHOD = "+experiment/fedrbn/method"
 SETTING_KEY = "+experiment/fedrbn/setting"
 RA, SA = "summary:robust_acc_at_best_val", "summary:test_acc_at_best_val"
@@ -50,9 +52,9 @@ TABLE7_PAPER = {f"{m} {cell}": v for m, values in (("FATBN", (50.9, 42.0, 30.9, 
                 for cell, v in zip(CELLS, values)}
 
 
-def row(name: str, setting: str = "digits_20", metric: str = RA, **where) -> Quantity:
-    """A Table 2 row (``NAMES``) in a setting of table2_digits's folder."""
-    return Quantity(TABLE2, {METHOD: NAMES[name], SETTING_KEY: setting, **where}, metric)
+def row(name: str, setting: str = "digits_20", metric: str = RA, runs: str = TABLE2, **where) -> Quantity:
+    """A Table 2 row (``NAMES``) in a setting of table2_digits's folder (or of ``runs``, a folder of that layout)."""
+    return Quantity(runs, {METHOD: NAMES[name], SETTING_KEY: setting, **where}, metric)
 
 
 def third(a: str, b: str, paper: dict[str, float]) -> Check:
@@ -184,6 +186,68 @@ TABLE7_DIAGNOSIS = (
     "30 rounds, and both test RAs are 9.9, chance. The paper trains 300 rounds of 111 images per user, at least 300 "
     "steps at B = 100. One seed.")
 
+WHY_300 = ("at 100 rounds a failing check read a quantity still improving at its last evaluation; the same runs at "
+           "the paper's 300 rounds decide it (declared before their runs; the 100-round declaration at commit "
+           "2582162 and before).")
+
+
+def at_rounds(rounds: int) -> str:
+    """The shared setting at ``rounds`` rounds, the "20 %" column."""
+    return SETTING.replace("100 rounds", f"{rounds} rounds") + TWENTY
+
+
+def fig6_lambda_20(runs: str = TABLE2, rounds: int = 100, diagnosis: str = "",
+                   superseded: tuple[Superseded, ...] = ()) -> Claim:
+    """Fig. 6 at 20 %: RA rises and SA falls with λ, on the FedRBN rows of ``runs`` (``rounds`` rounds)."""
+    return Claim(
+        "fedrbn/fig6_lambda_20",
+        "App. C.3 Fig. 6, §5.2 Table 2 (Digits, 20 %): a larger PNC coefficient λ gives a better RA (λ = 0, 0.5, 1: "
+        "51.0, 55.8, 60.6) and, upweighting the adversarial loss, a worse SA (λ = 0.5: 87.3, λ = 1: 86.5).",
+        {"RA λ=0": 51.0, "RA λ=0.5": 55.8, "RA λ=1": 60.6, "SA λ=0.5": 87.3, "SA λ=1": 86.5},
+        at_rounds(rounds), "fedrbn/table2_digits" if runs == TABLE2 else "fedrbn/fedrbn_300_rounds_digits",
+        {"RA λ=0": row("FedRBN λ=0", runs=runs), "RA λ=0.5": row("FedRBN", runs=runs),
+         "RA λ=1": row("FedRBN λ=1", runs=runs), "SA λ=0.5": row("FedRBN", metric=SA, runs=runs),
+         "SA λ=1": row("FedRBN λ=1", metric=SA, runs=runs)},
+        (Check("RA λ=0.5", "RA λ=0", "at_least", 1.6, "paper gap 4.8 points; a third of it"),
+         Check("RA λ=1", "RA λ=0.5", "at_least", 1.6, "paper gap 4.8 points; a third of it"),
+         Check("SA λ=0.5", "SA λ=1", "at_least", 0.27, "paper gap 0.8 points; a third of it")),
+        seeds=3, diagnosis=diagnosis, full_scale=FULL.format("fig6"), superseded=superseded)
+
+
+def fig1_20_close_to_all(runs: str = TABLE2, rounds: int = 100, diagnosis: str = "",
+                         superseded: tuple[Superseded, ...] = ()) -> Claim:
+    """Fig. 1: FedRBN at 20 % within 6.2 points of every user AT, on the FedRBN runs of ``runs``."""
+    return Claim(
+        "fedrbn/fig1_20_close_to_all",
+        "§1 Fig. 1: with only 20 % of the users AT, FedRBN's robustness is competitive with the best all-AT result, "
+        "a drop of only 6 points (55.8 against 62.0).",
+        {"FedRBN All RA": 62.0, "FedRBN 20 % RA": 55.8},
+        at_rounds(rounds) + "; All = every user AT (one seed)",
+        "fedrbn/fig1_digits" if runs == TABLE2 else "fedrbn/fig1_300_rounds_digits",
+        {"FedRBN All RA": row("FedRBN", "all", runs=runs), "FedRBN 20 % RA": row("FedRBN", runs=runs)},
+        (Check("FedRBN All RA", "FedRBN 20 % RA", "at_most", 6.2, "paper: 62.0 − 55.8 = 6.2, 'only a 6 % drop'"),),
+        diagnosis=diagnosis, superseded=superseded,
+        full_scale="`experiment=fedrbn/fig1` (Digits-5 at 30 %, 50 users, 60 runs; needs FedBN's Digits-5 archive)")
+
+
+def fig8_fewer_users(fewer: str = FIG8, runs: str = TABLE2, rounds: int = 100, diagnosis: str = "",
+                     superseded: tuple[Superseded, ...] = ()) -> Claim:
+    """Fig. 8: 5 users a round (``fewer``) against all 25 (the FedRBN runs of ``runs``)."""
+    return Claim(
+        "fedrbn/fig8_fewer_users",
+        "App. C.6 Fig. 8 (Digits, 20 %): with fewer users sampled per round FedRBN's RA increases while its SA is "
+        "barely affected.",
+        {},
+        at_rounds(rounds) + "; 5 of 25 users a round (sampled uniformly without replacement) against all 25",
+        "fedrbn/fig8_digits" if fewer == FIG8 else "fedrbn/fig8_300_rounds_digits",
+        {"RA 5 a round": Quantity(fewer, {"clients_per_round": 5}, RA), "RA 25 a round": row("FedRBN", runs=runs),
+         "SA 5 a round": Quantity(fewer, {"clients_per_round": 5}, SA),
+         "SA 25 a round": row("FedRBN", metric=SA, runs=runs)},
+        (beats("RA 5 a round", "RA 25 a round"),
+         Check("SA 5 a round", "SA 25 a round", "within", 3.0, "paper: 'barely affected' (a tie)")),
+        seeds=3, diagnosis=diagnosis, full_scale=FULL.format("fig8"), superseded=superseded)
+
+
 CLAIMS: list[Claim] = [
     Claim(
         "fedrbn/table2_20_fedrbn_best",
@@ -214,18 +278,7 @@ CLAIMS: list[Claim] = [
         (Check("FATBN RA", "FATAvg RA", "at_most", 3.0,
                "paper: FATBN 1.4 points below FATAvg; not above it beyond a 3-point tie"),),
         seeds=3, diagnosis=FATBN_DIAGNOSIS, full_scale=FULL.format("table2")),
-    Claim(
-        "fedrbn/fig6_lambda_20",
-        "App. C.3 Fig. 6, §5.2 Table 2 (Digits, 20 %): a larger PNC coefficient λ gives a better RA (λ = 0, 0.5, 1: "
-        "51.0, 55.8, 60.6) and, upweighting the adversarial loss, a worse SA (λ = 0.5: 87.3, λ = 1: 86.5).",
-        {"RA λ=0": 51.0, "RA λ=0.5": 55.8, "RA λ=1": 60.6, "SA λ=0.5": 87.3, "SA λ=1": 86.5},
-        SETTING + TWENTY, "fedrbn/table2_digits",
-        {"RA λ=0": row("FedRBN λ=0"), "RA λ=0.5": row("FedRBN"), "RA λ=1": row("FedRBN λ=1"),
-         "SA λ=0.5": row("FedRBN", metric=SA), "SA λ=1": row("FedRBN λ=1", metric=SA)},
-        (Check("RA λ=0.5", "RA λ=0", "at_least", 1.6, "paper gap 4.8 points; a third of it"),
-         Check("RA λ=1", "RA λ=0.5", "at_least", 1.6, "paper gap 4.8 points; a third of it"),
-         Check("SA λ=0.5", "SA λ=1", "at_least", 0.27, "paper gap 0.8 points; a third of it")),
-        seeds=3, diagnosis=FIG6_LAMBDA_DIAGNOSIS, full_scale=FULL.format("fig6")),
+    fig6_lambda_20(RUNS_300, 300, superseded=(Superseded(fig6_lambda_20(diagnosis=FIG6_LAMBDA_DIAGNOSIS), WHY_300),)),
     Claim(
         "fedrbn/fig6_lambda_single_domain",
         "App. C.3 Fig. 6, §5.2 Table 2 (Digits, every user of MNIST AT): a larger λ gives a better RA (λ = 0, 0.5, 1: "
@@ -237,16 +290,8 @@ CLAIMS: list[Claim] = [
         (Check("RA λ=0.5", "RA λ=0", "at_least", 5.67, "paper gap 17.0 points; a third of it"),
          Check("RA λ=1", "RA λ=0", "at_least", 6.43, "paper gap 19.3 points; a third of it")),
         full_scale=FULL.format("fig6")),
-    Claim(
-        "fedrbn/fig1_20_close_to_all",
-        "§1 Fig. 1: with only 20 % of the users AT, FedRBN's robustness is competitive with the best all-AT result, "
-        "a drop of only 6 points (55.8 against 62.0).",
-        {"FedRBN All RA": 62.0, "FedRBN 20 % RA": 55.8},
-        SETTING + TWENTY + "; All = every user AT (one seed)", "fedrbn/fig1_digits",
-        {"FedRBN All RA": row("FedRBN", "all"), "FedRBN 20 % RA": row("FedRBN")},
-        (Check("FedRBN All RA", "FedRBN 20 % RA", "at_most", 6.2, "paper: 62.0 − 55.8 = 6.2, 'only a 6 % drop'"),),
-        diagnosis=FIG1_ALL_DIAGNOSIS,
-        full_scale="`experiment=fedrbn/fig1` (Digits-5 at 30 %, 50 users, 60 runs; needs FedBN's Digits-5 archive)"),
+    fig1_20_close_to_all(RUNS_300, 300, superseded=(Superseded(fig1_20_close_to_all(diagnosis=FIG1_ALL_DIAGNOSIS),
+                                                                WHY_300),)),
     Claim(
         "fedrbn/fig1_propagation",
         "§1 Fig. 1, App. C.7 (Digits): local AT yields no robust model from scarce local data, and without "
@@ -357,16 +402,6 @@ CLAIMS: list[Claim] = [
          for cell in CELLS for m in ("FATBN", "FedRBN")},
         tuple(third(f"FedRBN {cell}", f"FATBN {cell}", TABLE7_PAPER) for cell in CELLS),
         diagnosis=TABLE7_DIAGNOSIS, full_scale=FULL.format("table7")),
-    Claim(
-        "fedrbn/fig8_fewer_users",
-        "App. C.6 Fig. 8 (Digits, 20 %): with fewer users sampled per round FedRBN's RA increases while its SA is "
-        "barely affected.",
-        {},
-        SETTING + TWENTY + "; 5 of 25 users a round (sampled uniformly without replacement) against all 25",
-        "fedrbn/fig8_digits",
-        {"RA 5 a round": Quantity(FIG8, {"clients_per_round": 5}, RA), "RA 25 a round": row("FedRBN"),
-         "SA 5 a round": Quantity(FIG8, {"clients_per_round": 5}, SA), "SA 25 a round": row("FedRBN", metric=SA)},
-        (beats("RA 5 a round", "RA 25 a round"),
-         Check("SA 5 a round", "SA 25 a round", "within", 3.0, "paper: 'barely affected' (a tie)")),
-        seeds=3, diagnosis=FIG8_DIAGNOSIS, full_scale=FULL.format("fig8")),
+    fig8_fewer_users(FIG8_300, RUNS_300, 300, superseded=(Superseded(fig8_fewer_users(diagnosis=FIG8_DIAGNOSIS),
+                                                                     WHY_300),)),
 ]
