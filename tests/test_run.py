@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import torch
 import pytest
 
 from conftest import ROOT, compose_config
@@ -91,3 +92,13 @@ def test_two_job_multirun_with_wandb_offline(tmp_path):
     for run, norm in zip(runs, ("bn", "gn")):  # what W&B stores: grouped by the sweep, tagged, named apart
         stored = run.read_bytes()
         assert str(tmp_path).encode() in stored and f"{norm}-fedavg-dirichlet-s0 norm={norm}".encode() in stored
+
+
+def test_the_summary_names_the_torch_build_and_the_cpu(tmp_path):
+    """Float32 results depend on both (issue 51), so every run records them."""
+    from fedbn_bench.records.machine import cpu_model
+
+    summary = run_experiment(compose_config(["rounds=1", "logger=none", "progress=false", "device=cpu"]), tmp_path)
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written["torch"] == torch.__version__ and written["cpu"] == cpu_model() != ""
+    assert "gpu" not in written and summary["torch"] == written["torch"]

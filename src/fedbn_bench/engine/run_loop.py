@@ -22,6 +22,7 @@ from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.errors import ConfigError, Stopped
 from fedbn_bench.norms.base import NormMethod
 from fedbn_bench.records.loggers import Logger
+from fedbn_bench.records.machine import machine_record
 from fedbn_bench.records.run_records import RunRecorder
 from fedbn_bench.records.selection import REPORTED_AT_BEST, best_validation, selection_key
 
@@ -173,6 +174,7 @@ class RunLoop:
             **({"threads": self.s.threads} if self.s.threads else {}),
             **self.engine,
             **(self.graphs.summary() if self.graphs is not None else {}),
+            **machine_record(next(self.fed.model.parameters()).device),
             **({"final_robust_acc": last["robust_acc"]} if "robust_acc" in last else {}),
             **({"train_macs_per_round": self.train_macs_per_round} if self.train_macs_per_round is not None else {}),
             **best_validation(self.history, (*REPORTED_AT_BEST, *self.evaluator.robust_attacks)),
