@@ -24,6 +24,7 @@ queue detached, from a worktree at a fixed commit (``docs/claims.md``). One queu
     python scripts/claims_queue.py --status     done / running / failed / queued per run, CPU-hours left
     python scripts/claims_queue.py --pause      SIGSTOP every running job (a quiet machine for a benchmark)
     python scripts/claims_queue.py --resume     SIGCONT them
+    python scripts/claims_queue.py --harvest CHECKOUT   copy the finished runs CHECKOUT lacks into it
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ import fcntl
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -232,6 +234,20 @@ def signal_running(root: Path, cells: list[Cell], signum: int) -> int:
     return sent
 
 
+def harvest(root: Path, cells: list[Cell], into: Path) -> list[str]:
+    """Copy each finished run missing under ``into`` (a checkout) there, without its checkpoints (``*.pt``,
+    gitignored); one line per run copied: its directory, status and wall time."""
+    copied = []
+    for cell in cells:
+        source, target = root / cell.run_dir, into / cell.run_dir
+        if run_status(root, cell) not in FINISHED or (target / "summary.json").exists():
+            continue
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.pt"))
+        summary = json.loads((target / "summary.json").read_text())
+        copied.append(f"{cell.run_dir}: {summary['status']}, {summary.get('wall_time_s', 0):.0f} s")
+    return copied
+
+
 def start(root: Path, cell: Cell, runner: list[str], fd: int) -> subprocess.Popen:
     """Launch ``cell`` in a process group of its own, holding the lock ``fd`` for as long as it lives."""
     logs = root / STATE / "logs"
@@ -302,6 +318,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     action.add_argument("--status", action="store_true", help="each run's state and the CPU-hours left")
     action.add_argument("--pause", action="store_true", help="SIGSTOP the running jobs")
     action.add_argument("--resume", action="store_true", help="SIGCONT the running jobs")
+    action.add_argument("--harvest", type=Path, metavar="CHECKOUT",
+                        help="copy the finished runs CHECKOUT lacks into it (no checkpoints), with their wall times")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         print(f"error: --jobs {args.jobs}: at least 1", file=sys.stderr)
@@ -310,6 +328,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     cells = [cell for decider in read_queue(args.queue) for cell in expand(decider)]
     if args.status:
         print_status(survey(root, cells), time.time())
+        return 0
+    if args.harvest:
+        print("\n".join(harvest(root, cells, args.harvest.resolve())) or "nothing new finished")
         return 0
     if args.pause or args.resume:
         sent = signal_running(root, cells, signal.SIGSTOP if args.pause else signal.SIGCONT)

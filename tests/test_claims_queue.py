@@ -155,3 +155,20 @@ def test_a_line_s_overrides_restrict_its_preset_s_grid(tmp_path):
     (tmp_path / "queue.txt").write_text(f"fedbn/fig9_3000_steps {RUNS} 100 +experiment/fedbn/method=fedbn seed=2,3\n")
     [decider] = queue.read_queue(tmp_path / "queue.txt")
     assert [cell.subdir for cell in queue.expand(decider)] == ["fedbn-seed2", "fedbn-seed3"]
+
+
+def test_harvest_copies_finished_runs_without_checkpoints_once(root, tmp_path_factory, capsys):
+    checkout = tmp_path_factory.mktemp("checkout")
+    done, unfinished = root / RUNS / "fedavg-seed1", root / RUNS / "fedavg-seed2"
+    for run in (done, unfinished):
+        (run / ".hydra").mkdir(parents=True)
+        (run / ".hydra" / "overrides.yaml").write_text("- seed=1\n")
+        (run / "checkpoint.pt").write_bytes(b"state")
+    (done / "summary.json").write_text(json.dumps({"status": "completed", "wall_time_s": 88.4}))
+    (unfinished / "summary.json").write_text(json.dumps({"status": "interrupted"}))
+    assert run_main(root, "--harvest", str(checkout)) == 0
+    assert capsys.readouterr().out == f"{RUNS}/fedavg-seed1: completed, 88 s\n"
+    assert sorted(p.relative_to(checkout).as_posix() for p in checkout.rglob("*") if p.is_file()) == [
+        f"{RUNS}/fedavg-seed1/.hydra/overrides.yaml", f"{RUNS}/fedavg-seed1/summary.json"]
+    assert run_main(root, "--harvest", str(checkout)) == 0
+    assert capsys.readouterr().out == "nothing new finished\n"
