@@ -106,6 +106,17 @@ FIG9_TRAINED_DIAGNOSIS = (
     "plots. The FedBN loss is still falling by 0.01 over the last 120 steps, so the rule reads not converged.")
 
 
+FIG9_3000_DIAGNOSIS = (
+    "Measured (seeds 1-3, lr 1e-2, 3000 steps; the first 600 steps repeat fig9_trained's runs to four digits): the "
+    "mean training loss over the 3000 steps is 0.0327 / 0.0487 / 0.0346 for FedBN and 0.0330 / 0.0496 / 0.0351 for "
+    "FedAvg, a ratio of 0.991 / 0.982 / 0.986 against the 0.9 asked; at the last step 0.0128 / 0.0264 / 0.0130 "
+    "against 0.0133 / 0.0278 / 0.0137 (0.95-0.96). Both losses still fall by 14-18 % over the last 600 steps (step "
+    "2400 to 3000), as a cross-entropy on data the network separates keeps falling while its weights grow, so a "
+    "trend over the last fifth of 600 evaluations a run finds a drift toward passing however long the run; the gap "
+    "it would have to close is 0.09 of the ratio, the drift it finds rounds to 0.00. Final test accuracy 98.0 / "
+    "98.25 / 98.75 % FedBN, 98.0 / 98.5 / 99.0 % FedAvg.")
+
+
 FIG9_STATEMENT = ("App. F Fig. 9 (two 10-dim Gaussian clients, Σ₁ = I and a correlated Σ₂): FedBN's training loss "
                   "converges significantly faster than FedAvg's, and both reach 100 % accuracy.")
 FIG9_SETTING = ("2 clients × 100 samples, a 10-100-2 network with BN, α = 10 on the hidden layer only, SGD lr {lr}, "
@@ -161,7 +172,7 @@ FIG9_CLAIM = Claim(
     "the paper's setting (conf/experiment/fedbn/fig9.yaml) at a learning rate where the network trains, run 3000 "
     "steps (conf/experiment/fedbn/fig9_3000_steps.yaml): " + FIG9_SETTING.format(lr="1e-2", steps=3000)
     + "; seeds 1, 2, 3", "fedbn/fig9_3000_steps", fig9_quantities(FIG9_3000), FIG9_FASTER + FIG9_ACCURACY, seeds=3,
-    superseded=(Superseded(FIG9_V2, "at 600 steps FedBN's training loss was still falling (0.01 over the last 120 "
+    diagnosis=FIG9_3000_DIAGNOSIS, superseded=(Superseded(FIG9_V2, "at 600 steps FedBN's training loss was still falling (0.01 over the last 120 "
                                     "steps); the same runs at 3000 steps, the length its decided_by named, decide "
                                     "it (declared before their runs)."),
                 Superseded(FIG9_V1, FIG9_V1_WHY)))
