@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from fedbn_bench.figures.claims.base import (
-    FAILS, HOLDS, HOLDS_NOT_CONVERGED, NOT_CONVERGED, NOT_RUN, UNCONTROLLED, UNINFORMATIVE, Check, Claim, Control,
-    Quantity, Superseded, judge)
+    FAILS, HOLDS, HOLDS_NOT_CONVERGED, NOT_CONVERGED, NOT_RUN, OFFLINE, UNCONTROLLED, UNINFORMATIVE, Check, Claim,
+    Control, Quantity, Superseded, judge)
 from fedbn_bench.figures.claims.convergence import RULE, curve_column
 from fedbn_bench.figures.claims.report import claims_md
 
@@ -203,3 +203,18 @@ def test_the_rule_is_stated_once_and_a_not_converged_claim_says_what_decides_it(
     assert "**Not converged** ([rule](#how-to-read-a-verdict)): `A − B ≥ 20` still drifting toward passing" in md
     assert "Decided by: 300 rounds." in md and "Decided by: `experiment=x`." in md
     assert "+9.20 ± 1.65 across 5 evaluations (to round 100)" in md
+
+
+def test_a_claim_the_stand_ins_cannot_test_reads_cannot_decide_offline(tmp_path):
+    """Whatever its runs give (none, a hold), with its checks still measured and the data that would decide it."""
+    claim = gap_claim(offline="the stand-in's domains all derive from MNIST; decided by real SVHN")
+    assert judge(claim, tmp_path).verdict == OFFLINE
+    write_run(tmp_path, "a0", "a", [0.90] * 10)
+    write_run(tmp_path, "b0", "b", [0.50] * 10)
+    result = judge(claim, tmp_path)
+    assert result.verdict == OFFLINE and result.check_results == [True]
+    assert judge(gap_claim(), tmp_path).verdict == HOLDS
+    md = claims_md([result])
+    assert "**Verdict: ⛔ cannot decide offline**" in md
+    assert "**Cannot decide offline** ([why](#how-to-read-a-verdict)): the stand-in's domains all derive from MNIST; " \
+           "decided by real SVHN." in md

@@ -18,7 +18,8 @@ than its margin is ``holds (not converged)``, each with the run length that woul
 undefended run under the same attack), and a claim that holds is ``uninformative`` when one of its
 controls passes its checks too (``holds (control not run)`` until the control's runs exist). A claim
 whose quantity, check or setting changed keeps its earlier declaration as :class:`Superseded`, judged
-and shown beside the new one with why it was replaced.
+and shown beside the new one with why it was replaced. A claim the offline stand-in data cannot test
+(``Claim.offline``: why, and the data that would) reads ``cannot decide offline``, its checks still shown.
 """
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ from fedbn_bench.records.reader import RunRecord
 
 HOLDS, FAILS, NOT_RUN = "holds", "fails", "not run"
 NOT_CONVERGED, UNINFORMATIVE, UNCONTROLLED = "fails (not converged)", "uninformative", "holds (control not run)"
-HOLDS_NOT_CONVERGED = "holds (not converged)"
-VERDICTS = (HOLDS, HOLDS_NOT_CONVERGED, UNCONTROLLED, UNINFORMATIVE, FAILS, NOT_CONVERGED, NOT_RUN)
+HOLDS_NOT_CONVERGED, OFFLINE = "holds (not converged)", "cannot decide offline"
+VERDICTS = (HOLDS, HOLDS_NOT_CONVERGED, UNCONTROLLED, UNINFORMATIVE, FAILS, NOT_CONVERGED, OFFLINE, NOT_RUN)
 """Every verdict, in report order (module docstring)."""
 COUNTED = (COMPLETED, "diverged")
 """Run statuses whose records enter a claim's means (module docstring)."""
@@ -153,6 +154,9 @@ class Claim:
     """The run length that would decide the claim where its runs had not converged (default: ``full_scale``)."""
     controls: tuple[Control, ...] = ()
     superseded: tuple[Superseded, ...] = ()
+    offline: str = ""
+    """Why the offline stand-in data cannot test the claim, and the data that would: such a claim reads *cannot
+    decide offline* whatever its runs give (empty: the stand-ins can test it)."""
 
     def __post_init__(self) -> None:
         names = {c.a for c in self.checks} | {c.b for c in self.checks if isinstance(c.b, str)}
@@ -279,7 +283,8 @@ def judge(claim: Claim, root: Path, cache: Optional[dict[Path, list[RunRecord]]]
     measured = measure_all(claim.quantities, root, cache)
     older = [judge(s.claim, root, cache) for s in claim.superseded]
     if any(len(m.values) < claim.seeds for m in measured.values()):
-        return Verdict(claim, measured, NOT_RUN, [None] * len(claim.checks), superseded=older)
+        return Verdict(claim, measured, OFFLINE if claim.offline else NOT_RUN, [None] * len(claim.checks),
+                       superseded=older)
     results = [check.passes(*check.operands(measured)) for check in claim.checks]
     drifts = [check.drift(measured, toward_passing=not passed) for check, passed in zip(claim.checks, results)]
     verdict = Verdict(claim, measured, HOLDS if all(results) else FAILS, results, drifts, superseded=older)
@@ -295,4 +300,6 @@ def judge(claim: Claim, root: Path, cache: Optional[dict[Path, list[RunRecord]]]
         verdict.verdict = HOLDS_NOT_CONVERGED
     elif verdict.verdict == HOLDS and None in verdict.controls:
         verdict.verdict = UNCONTROLLED
+    if claim.offline:
+        verdict.verdict = OFFLINE
     return verdict
