@@ -16,6 +16,8 @@ TABLE1_100 = "results/hbn/table1_100_rounds_fmnist/runs"
 TABLE2 = "results/hbn/table2_fmnist/runs"
 TABLE4 = "results/hbn/table4_fmnist/runs"
 TABLE4_100 = "results/hbn/table4_100_rounds_fmnist/runs"
+TABLE2_100 = "results/hbn/table2_100_rounds_fmnist/runs"
+TABLE6_100 = "results/hbn/table6_100_rounds_fmnist/runs"
 TABLE6 = "results/hbn/table6_fmnist/runs"
 SEC5 = "results/hbn/sec5_fmnist/runs"
 FIG5 = "results/hbn/fig5_fmnist/runs"
@@ -248,13 +250,15 @@ def table4(algorithm: str, own: str, paper_own: float, paper_hbn: float, diagnos
         seeds=3, diagnosis=diagnosis, full_scale=FULL_C10.format("table4"), superseded=superseded)
 
 
+WHY_100 = ("at 30 rounds a failing check read a quantity still improving at its last evaluation; the same rows at "
+           "100 rounds with λ matched to 100 rounds (as hbn/table1_phi0.6_100_rounds) decide it (declared before "
+           "their runs; the 30-round declaration at commit 2582162 and before).")
+
+
 def table4_100_rounds(algorithm: str, own: str, paper_own: float, paper_hbn: float, diagnosis: str) -> Claim:
     """``table4`` at 100 rounds, the 30-round declaration (and its diagnosis) kept as superseded."""
     return table4(algorithm, own, paper_own, paper_hbn, rounds=100, superseded=(Superseded(
-        table4(algorithm, own, paper_own, paper_hbn, diagnosis),
-        "at 30 rounds the failing check read a quantity still improving at its last evaluation; the same rows at 100 "
-        "rounds with λ matched to 100 rounds (as hbn/table1_phi0.6_100_rounds) decide it (declared before their "
-        "runs; the 30-round declaration at commit 2582162 and before)."),))
+        table4(algorithm, own, paper_own, paper_hbn, diagnosis), WHY_100),))
 
 
 ABLATION = {"moving average (Eq. 7 →)": ("hbn_moving_average", 72.25),
@@ -264,37 +268,56 @@ ABLATION = {"moving average (Eq. 7 →)": ("hbn_moving_average", 72.25),
             "fixed 1:1 ratio (Eq. 9 →)": ("hbn_fixed", 77.49)}
 FULL_HBN = 78.22
 
-CLAIMS: list[Claim] = [
-    table1(0.1, TABLE1_PHI01_DIAGNOSIS),
-    table1(0.6, TABLE1_PHI06_DIAGNOSIS),
-    table1_100_rounds(),
-    Claim(
+def table2_batch_size(rounds: int = 30, diagnosis: str = "", superseded: tuple[Superseded, ...] = ()) -> Claim:
+    """Table 2: BN loses more than HBN from B = 32 to B = 2, at 30 rounds (``hbn/table2_fmnist``) or 100
+    (``hbn/table2_100_rounds_fmnist``, λ matched to 100 rounds)."""
+    preset, runs, hbn, length = (("hbn/table2_fmnist", TABLE2, "", SETTING) if rounds == 30 else
+                                 ("hbn/table2_100_rounds_fmnist", TABLE2_100, "_100_rounds", setting(100, 10, 0.05)))
+    return Claim(
         "hbn/table2_batch_size",
         "§4.3 Table 2 / Fig. 4 (CIFAR-100, φ = 0.6): from B = 32 to B = 2 BN loses 5.74 points, HBN 2.19; at B = 2 "
         "HBN is 4.97 points above BN.",
         {"BN B=32": 49.63, "BN B=2": 43.89, "HBN B=32": 51.05, "HBN B=2": 48.86},
-        f"{SETTING}, φ = 0.6, B = 32 and B = 2 with lr scaled linearly from B = 4", "hbn/table2_fmnist",
-        {"BN B=32": row(TABLE2, "bn_b32"), "BN B=2": row(TABLE2, "bn_b2"),
-         "HBN B=32": row(TABLE2, "hbn_b32"), "HBN B=2": row(TABLE2, "hbn_b2")},
+        f"{length}, φ = 0.6, B = 32 and B = 2 with lr scaled linearly from B = 4", preset,
+        {"BN B=32": row(runs, "bn_b32"), "BN B=2": row(runs, "bn_b2"),
+         "HBN B=32": row(runs, f"hbn_b32{hbn}"), "HBN B=2": row(runs, f"hbn_b2{hbn}")},
         (Check("BN B=32", "BN B=2", "at_least", 1.91, "paper: BN loses 5.74 points; a third of it"),
          Check("HBN B=32", "HBN B=2", "at_most", 3.97, "paper: HBN loses 2.19, BN 5.74; HBN's loss below their midpoint"),
          Check("HBN B=2", "BN B=2", "at_least", 1.66, "paper gap at B = 2: 4.97 points; a third of it")),
-        seeds=3, diagnosis=TABLE2_DIAGNOSIS,
-        full_scale="`experiment=hbn/table2` (CIFAR-100, 1000 rounds; needs CIFAR-100 and a GPU)"),
+        seeds=3, diagnosis=diagnosis, superseded=superseded,
+        full_scale="`experiment=hbn/table2` (CIFAR-100, 1000 rounds; needs CIFAR-100 and a GPU)")
+
+
+def table6_ablation(rounds: int = 30, diagnosis: str = "", superseded: tuple[Superseded, ...] = ()) -> Claim:
+    """Table 6: full HBN above each ablated variant, at 30 rounds (``hbn/table6_fmnist``, full HBN from table1_fmnist)
+    or 100 (``hbn/table6_100_rounds_fmnist``, full HBN from table1_100_rounds_fmnist; λ matched to 100 rounds)."""
+    preset, runs, full, suffix, length, full_runs = (
+        ("hbn/table6_fmnist", TABLE6, row(TABLE1, "hbn"), "", SETTING, "table1_fmnist's φ = 0.6 HBN runs")
+        if rounds == 30 else
+        ("hbn/table6_100_rounds_fmnist", TABLE6_100, row(TABLE1_100, "hbn_100_rounds"), "_100_rounds",
+         setting(100, 10, 0.05), "table1_100_rounds_fmnist's HBN runs"))
+    return Claim(
+        "hbn/table6_ablation",
+        "§4.4 Table 6 (CIFAR-10, φ = 0.6): full HBN (78.22) is above each ablated variant (72.25 to 77.90).",
+        {"full HBN": FULL_HBN, **{name: value for name, (_, value) in ABLATION.items()}},
+        f"{length}, φ = 0.6; full HBN = {full_runs}", preset,
+        {"full HBN": full, **{name: row(runs, option + suffix) for name, (option, _) in ABLATION.items()}},
+        tuple(Check("full HBN", name, "at_least", round((FULL_HBN - value) / 3, 2),
+                    f"paper gap {FULL_HBN - value:.2f} points; a third of it")
+              for name, (_, value) in ABLATION.items()),
+        seeds=3, diagnosis=diagnosis, full_scale=FULL_C10.format("table6"), superseded=superseded)
+
+
+CLAIMS: list[Claim] = [
+    table1(0.1, TABLE1_PHI01_DIAGNOSIS),
+    table1(0.6, TABLE1_PHI06_DIAGNOSIS),
+    table1_100_rounds(),
+    table2_batch_size(100, superseded=(Superseded(table2_batch_size(diagnosis=TABLE2_DIAGNOSIS), WHY_100),)),
     table4_100_rounds("fedprox", "bn", 76.08, 78.44, TABLE4_FEDPROX_DIAGNOSIS),
     table4_100_rounds("scaffold", "bn", 77.63, 78.65, TABLE4_SCAFFOLD_DIAGNOSIS),
     table4_100_rounds("fedadam", "gn", 75.67, 78.17, TABLE4_FEDADAM_DIAGNOSIS),
     table4("fedsam", "bn", 76.39, 78.40, TABLE4_FEDSAM_DIAGNOSIS),
-    Claim(
-        "hbn/table6_ablation",
-        "§4.4 Table 6 (CIFAR-10, φ = 0.6): full HBN (78.22) is above each ablated variant (72.25 to 77.90).",
-        {"full HBN": FULL_HBN, **{name: value for name, (_, value) in ABLATION.items()}},
-        f"{SETTING}, φ = 0.6; full HBN = table1_fmnist's φ = 0.6 HBN runs", "hbn/table6_fmnist",
-        {"full HBN": row(TABLE1, "hbn"), **{name: row(TABLE6, option) for name, (option, _) in ABLATION.items()}},
-        tuple(Check("full HBN", name, "at_least", round((FULL_HBN - value) / 3, 2),
-                    f"paper gap {FULL_HBN - value:.2f} points; a third of it")
-              for name, (_, value) in ABLATION.items()),
-        seeds=3, diagnosis=TABLE6_DIAGNOSIS, full_scale=FULL_C10.format("table6")),
+    table6_ablation(100, superseded=(Superseded(table6_ablation(diagnosis=TABLE6_DIAGNOSIS), WHY_100),)),
     Claim(
         "hbn/sec5_random_samples",
         "§5: computing HBN's statistics from 128 random samples per client instead of all local data costs only "
