@@ -70,6 +70,26 @@ TABLE11_DIAGNOSIS = {
 }
 """What the 3-seed Table 11 runs (``experiment=fedbn/table11_digits``) show, by rival."""
 
+TABLE11_300_DIAGNOSIS = {
+    "FedAvg": "Measured (3 seeds, 300 rounds): FedBN is ahead on four domains by far more than asked (svhn_like "
+              "+20.3 points, usps_like +14.1, synth_like +34.7, mnist +1.2) and ties on mnistm_like, 94.7 against "
+              "94.3 (per seed FedBN 94.9 / 95.6 / 93.6, FedAvg 93.9 / 95.3 / 93.6), +0.45 where a third of the "
+              "paper's 1.48 asks 0.49, its drift toward passing over the last 60 rounds (+0.13 ± 0.11) not "
+              "significant. As at 100 rounds (superseded below), mnistm_like is the stand-in domain where averaged "
+              "BN statistics cost FedAvg nothing measurable.",
+    "FedProx": "Measured (3 seeds, 300 rounds): as against FedAvg (μ = 1e-2 keeps FedProx within 0.7 points of "
+               "FedAvg on every domain and seed): FedBN far ahead on svhn_like, usps_like, synth_like and mnist, a "
+               "tie on mnistm_like, 94.7 against 94.4 (per seed FedProx 94.3 / 95.3 / 93.6), +0.34 where 0.56 is "
+               "asked.",
+    "SingleSet": "Measured (3 seeds, 300 rounds): holds on synth_like (+19.6), mnistm_like (+3.7) and mnist (+4.3); "
+                 "fails on svhn_like (+1.5 where 1.93 is asked; per seed FedBN 91.9 / 89.6 / 92.9, SingleSet 91.9 / "
+                 "86.9 / 91.2; FedBN's trend still rising, +0.26 over the last 60 rounds) and on usps_like (−1.8: "
+                 "FedBN 94.9 / 92.9 / 92.9, SingleSet 94.3 / 94.9 / 97.0). usps_like is the one domain from another "
+                 "source than MNIST (scikit-learn's 8x8 digits), and local training on it stays ahead of FedBN at 300 "
+                 "rounds as at 100.",
+}
+"""What the 300-round Table 11 runs (``experiment=fedbn/table11_300_rounds_digits``) show, by rival."""
+
 
 FIG3_DIAGNOSIS = (
     "The two training-loss curves are nearly the same in every seed (mean 0.904 against 0.907, rises 0.021 against "
@@ -216,7 +236,7 @@ def table11(rival: str, preset: str = "table11_digits", rounds: int = 100, diagn
 
 def table11_300_rounds(rival: str) -> Claim:
     """``table11(rival)`` on the same 12 runs at 300 rounds, the 100-round declaration kept as superseded."""
-    return table11(rival, "table11_300_rounds_digits", 300, superseded=(Superseded(
+    return table11(rival, "table11_300_rounds_digits", 300, TABLE11_300_DIAGNOSIS[rival], superseded=(Superseded(
         table11(rival, diagnosis=TABLE11_DIAGNOSIS[rival]), "at 100 rounds a failing check read a quantity still improving at the last evaluation; the "
                         "same runs at 300 rounds (the paper's length) decide it (declared before their runs, "
                         "commit 2582162 and before at 100 rounds)."),))
