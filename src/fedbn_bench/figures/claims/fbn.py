@@ -8,11 +8,12 @@ within seed noise) and 5 where it only says "similar". Seeds: 3 wherever the cla
 """
 from __future__ import annotations
 
-from fedbn_bench.figures.claims.base import Check, Claim, Control, Quantity
+from fedbn_bench.figures.claims.base import Check, Claim, Control, Quantity, Superseded
 
 FIG3A = "results/fbn/fig3a_fmnist/runs"
 FIG3B = "results/fbn/fig3b_fmnist/runs"
 FIG4 = "results/fbn/fig4_fmnist/runs"
+FIG4_M = "results/fbn/fig4_3000_momentum_fmnist/runs"
 GRID = "results/fbn/fig6_11_fmnist/runs"
 FIG5 = "results/fbn/fig5_fmnist/runs"
 CONTROLS = "results/fbn/controls_fmnist/runs"
@@ -42,6 +43,78 @@ DECIDED_FIG4 = ("the reduced setting at the paper's length, 3000 steps (lr third
 def undefended(attack: str, label: str, quantity: str) -> Control:
     """The control of a defense claim: ``quantity`` replaced by FBN under ``attack`` without defense."""
     return Control(f"FBN under {label} without defense in place of the defended run", {quantity: UNDEFENDED[attack]})
+
+
+FIG4_DEGRADES_V1 = Claim(
+    "fbn/fig4_fbn_undefended_degrades",
+    "§5 Fig. 4: without defense FBN learns early (≈ 70 %) then degrades, strongly at γ = 0.",
+    {"FBN, no attack": None, "FBN, SF, no defense": None},
+    SETTING + ", γ = 0, f = 3 sign-flipping clients; no-attack runs from fbn/fig3a_fmnist", "fbn/fig4_fmnist",
+    {"FBN, no attack": fig3a("fbn", 0), "FBN, SF, no defense": attacked(FIG4, "fbn", "sf")},
+    (Check("FBN, no attack", "FBN, SF, no defense", "at_least", 10.0,
+           "paper: 'degrades strongly' at γ = 0 (no number; 10 points)"),),
+    diagnosis="Measured (3 seeds): FBN under sign flipping without defense does not degrade within 300 steps; "
+              "its test accuracy keeps rising (79.3, 83.0, 83.8 % at steps 100, 200, 300) and ends 2.9 points "
+              "below FBN without attack (86.7 %), so the 10-point check fails. FBN trains and tests with the same "
+              "shared statistics, so the weights can adapt to the attacked means. The paper's degradation appears "
+              "over 3000 steps with client momentum 0.99; whether it appears in a longer reduced run is not "
+              "measured yet.",
+    seeds=3, decided_by=DECIDED_FIG4,
+    full_scale="`experiment=fbn/fig4` (CIFAR-10, 3000 steps; needs CIFAR-10 and a GPU)")
+"""FBN Fig. 4's degradation as declared until commit 0b36b55: 300 steps, client momentum 0."""
+
+
+def defense_beats_undefended(fig: int, attack: str, label: str, defended: Quantity, undefended_runs: Quantity,
+                             preset: str, runs_text: str, setting: str = SETTING, decided_by: str = DECIDED_FIG4,
+                             superseded: tuple[Superseded, ...] = ()) -> Claim:
+    """Under ``attack``, FBN with the median after NNM (``defended``) at least 10 points above FBN without defense."""
+    return Claim(
+        f"fbn/fig{fig}_{attack}_defense_beats_undefended",
+        f"§5 / App. C.3.1 Fig. {fig}: under {label} on the BN statistics, FBN without defense degrades while FBN "
+        "with the coordinate-wise median after NNM performs like no attack, so the defense is what keeps it.",
+        {"FBN, median + NNM": None, "FBN, no defense": None},
+        setting + f", γ = 0, f = 3 clients running {label}; {runs_text}", preset,
+        {"FBN, median + NNM": defended, "FBN, no defense": undefended_runs},
+        (Check("FBN, median + NNM", "FBN, no defense", "at_least", 10.0,
+               "paper: undefended FBN 'degrades strongly' at γ = 0 (no number; 10 points, as fbn/fig4)"),),
+        seeds=1, decided_by=decided_by, superseded=superseded,
+        full_scale=f"`experiment=fbn/fig{fig}` (CIFAR-10, 3000 steps; needs CIFAR-10 and a GPU)")
+
+
+DEFENSE_V1 = {
+    attack: defense_beats_undefended(
+        fig, attack, label, defended, UNDEFENDED[attack], "fbn/fig4_fmnist" if attack == "sf" else "fbn/controls_fmnist",
+        f"the defended run from {runs} (seed 0), the undefended runs (the server averages) from "
+        + ("fbn/fig4_fmnist" if attack == "sf" else "fbn/controls_fmnist"))
+    for fig, attack, label, runs, defended in (
+        (4, "sf", "sign flipping", "fbn/fig4_fmnist", attacked(FIG4, "fbn", "sf_defended", seed=0)),
+        (8, "foe", "FOE (ε = 0.1)", "fbn/fig6_11_fmnist", Quantity(GRID, {SCENARIO: "foe_defended",
+                                                                         "byzantine.defense": "median"})),
+        (10, "alie", "ALIE", "fbn/fig6_11_fmnist", Quantity(GRID, {SCENARIO: "alie_defended",
+                                                                 "byzantine.defense": "median"})))}
+"""The defense claims as declared until commit 0b36b55: 300 steps, client momentum 0, undefended FOE / ALIE runs
+from fbn/controls_fmnist and defended ones from the one-seed grid fbn/fig6_11_fmnist."""
+
+WHY_MOMENTUM = (
+    "at 300 steps with client momentum 0 undefended FBN was still improving and did not degrade, while the paper "
+    "attributes the degradation to its 3000 steps with client momentum 0.99; the 3000-step preset that was to decide "
+    "it (fbn/fig4_3000_fmnist) kept momentum 0 and held no FOE or ALIE runs. fbn/fig4_3000_momentum_fmnist and "
+    "fbn/fig8_10_3000_momentum_fmnist run the paper's length and momentum, every attack (declared before their runs).")
+SETTING_3000 = SETTING.replace("300 steps", "3000 steps").replace("client momentum 0", "client momentum 0.99 (the "
+                                                                                        "paper's, from m0 = 0)")
+MOMENTUM_RUNS = ("both in one folder: sign flipping from fbn/fig4_3000_momentum_fmnist (3 seeds), FOE and ALIE from "
+                 "fbn/fig8_10_3000_momentum_fmnist (seed 0)")
+
+FIG4_DEGRADES = Claim(
+    "fbn/fig4_fbn_undefended_degrades",
+    "§5 Fig. 4: without defense FBN learns early (≈ 70 %) then degrades, strongly at γ = 0.",
+    {"FBN, no attack": None, "FBN, SF, no defense": None},
+    SETTING_3000 + ", γ = 0, f = 3 sign-flipping clients; both from fbn/fig4_3000_momentum_fmnist",
+    "fbn/fig4_3000_momentum_fmnist",
+    {"FBN, no attack": attacked(FIG4_M, "fbn", "clean"), "FBN, SF, no defense": attacked(FIG4_M, "fbn", "sf")},
+    FIG4_DEGRADES_V1.checks, seeds=3, full_scale=FIG4_DEGRADES_V1.full_scale,
+    superseded=(Superseded(FIG4_DEGRADES_V1, WHY_MOMENTUM),))
+"""FBN Fig. 4 at the paper's 3000 steps and client momentum 0.99, declared before its runs."""
 
 
 CLAIMS: list[Claim] = [
@@ -126,22 +199,7 @@ CLAIMS: list[Claim] = [
         (Check("FBN, SF, median + NNM", "FBN, no attack", "within", 3.0, "paper: the two curves coincide"),),
         seeds=3, controls=(undefended("sf", "the same sign flipping", "FBN, SF, median + NNM"),),
         full_scale="`experiment=fbn/fig4` (CIFAR-10, 3000 steps; needs CIFAR-10 and a GPU)"),
-    Claim(
-        "fbn/fig4_fbn_undefended_degrades",
-        "§5 Fig. 4: without defense FBN learns early (≈ 70 %) then degrades, strongly at γ = 0.",
-        {"FBN, no attack": None, "FBN, SF, no defense": None},
-        SETTING + ", γ = 0, f = 3 sign-flipping clients; no-attack runs from fbn/fig3a_fmnist", "fbn/fig4_fmnist",
-        {"FBN, no attack": fig3a("fbn", 0), "FBN, SF, no defense": attacked(FIG4, "fbn", "sf")},
-        (Check("FBN, no attack", "FBN, SF, no defense", "at_least", 10.0,
-               "paper: 'degrades strongly' at γ = 0 (no number; 10 points)"),),
-        diagnosis="Measured (3 seeds): FBN under sign flipping without defense does not degrade within 300 steps; "
-                  "its test accuracy keeps rising (79.3, 83.0, 83.8 % at steps 100, 200, 300) and ends 2.9 points "
-                  "below FBN without attack (86.7 %), so the 10-point check fails. FBN trains and tests with the same "
-                  "shared statistics, so the weights can adapt to the attacked means. The paper's degradation appears "
-                  "over 3000 steps with client momentum 0.99; whether it appears in a longer reduced run is not "
-                  "measured yet.",
-        seeds=3, decided_by=DECIDED_FIG4,
-        full_scale="`experiment=fbn/fig4` (CIFAR-10, 3000 steps; needs CIFAR-10 and a GPU)"),
+    FIG4_DEGRADES,
     *(Claim(
         f"fbn/fig{fig}_{attack}_{rule}",
         f"App. C.3.1 Fig. {fig}: under {label} on the BN statistics, FBN with the {rule_label} after NNM performs "
@@ -161,25 +219,11 @@ CLAIMS: list[Claim] = [
           (9, "foe", "FOE (ε = 0.1)", "trimmed_mean", "coordinate-wise trimmed mean"),
           (10, "alie", "ALIE", "median", "coordinate-wise median"),
           (11, "alie", "ALIE", "trimmed_mean", "coordinate-wise trimmed mean"))),
-    *(Claim(
-        f"fbn/fig{fig}_{attack}_defense_beats_undefended",
-        f"§5 / App. C.3.1 Fig. {fig}: under {label} on the BN statistics, FBN without defense degrades while FBN "
-        "with the coordinate-wise median after NNM performs like no attack, so the defense is what keeps it.",
-        {"FBN, median + NNM": None, "FBN, no defense": None},
-        SETTING + f", γ = 0, f = 3 clients running {label}; the defended run from {runs} (seed 0), the undefended "
-        "runs (the server averages) from " + ("fbn/fig4_fmnist" if attack == "sf" else "fbn/controls_fmnist"),
-        "fbn/fig4_fmnist" if attack == "sf" else "fbn/controls_fmnist",
-        {"FBN, median + NNM": defended, "FBN, no defense": UNDEFENDED[attack]},
-        (Check("FBN, median + NNM", "FBN, no defense", "at_least", 10.0,
-               "paper: undefended FBN 'degrades strongly' at γ = 0 (no number; 10 points, as fbn/fig4)"),),
-        seeds=1, decided_by=DECIDED_FIG4,
-        full_scale=f"`experiment=fbn/fig{fig}` (CIFAR-10, 3000 steps; needs CIFAR-10 and a GPU)")
-      for fig, attack, label, runs, defended in (
-          (4, "sf", "sign flipping", "fbn/fig4_fmnist", attacked(FIG4, "fbn", "sf_defended", seed=0)),
-          (8, "foe", "FOE (ε = 0.1)", "fbn/fig6_11_fmnist", Quantity(GRID, {SCENARIO: "foe_defended",
-                                                                           "byzantine.defense": "median"})),
-          (10, "alie", "ALIE", "fbn/fig6_11_fmnist", Quantity(GRID, {SCENARIO: "alie_defended",
-                                                                   "byzantine.defense": "median"})))),
+    *(defense_beats_undefended(fig, attack, label, attacked(FIG4_M, "fbn", f"{attack}_defended", seed=0),
+                               attacked(FIG4_M, "fbn", attack), "fbn/fig4_3000_momentum_fmnist" if attack == "sf"
+                               else "fbn/fig8_10_3000_momentum_fmnist", MOMENTUM_RUNS, SETTING_3000, "",
+                               (Superseded(DEFENSE_V1[attack], WHY_MOMENTUM),))
+      for fig, attack, label in ((4, "sf", "sign flipping"), (8, "foe", "FOE (ε = 0.1)"), (10, "alie", "ALIE"))),
     Claim(
         "fbn/fig5a_dirichlet",
         "App. C.2 Fig. 5: under Dirichlet heterogeneity (Hsu et al.) the conclusions of Fig. 3 hold: FBN close to "
