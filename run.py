@@ -21,6 +21,7 @@ from fedbn_bench.engine.run_loop import failure_record
 from fedbn_bench.engine.threads import available_cores
 from fedbn_bench.errors import Stopped
 from fedbn_bench.records.run_dirs import discard_if_created_here
+from fedbn_bench.records.run_lock import release
 from fedbn_bench.records.run_records import RunRecorder, summary_line
 from fedbn_bench.records.sweep_labels import label_sweep_run
 from fedbn_bench.resumption import ended_summary, quote_resume, resumed_config
@@ -35,8 +36,17 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float:
+    """Run the experiment of ``cfg`` in its directory, then give the directory up (``records/run_lock.py``)."""
+    run_dir = HydraConfig.get().runtime.output_dir
+    try:
+        return run_in(cfg, run_dir)
+    finally:
+        release(run_dir)
+
+
+def run_in(cfg: DictConfig, run_dir: str) -> float:
+    """The run (or sweep job) of ``cfg`` in ``run_dir``: its summary's final accuracy, exit status on its own."""
     hydra_cfg = HydraConfig.get()
-    run_dir = hydra_cfg.runtime.output_dir
     sweep = hydra_cfg.mode == RunMode.MULTIRUN
     if sweep:
         label_sweep_run(cfg, hydra_cfg)

@@ -19,7 +19,7 @@ LAUNCHER_PLUGINS = {
     "slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher"),
 }
 """``hydra/launcher=<name>`` -> (the plugin's module, the package that provides it); ``joblib`` is
-fedbn-bench's own launcher (``config/schema.py``: ``LocalLauncherConfig``), always there."""
+fedbn-bench's own launcher (``config/schema.py``: ``ProcessLauncherConfig``; ``processes`` too), always there."""
 
 
 def missing_launcher(argv: Sequence[str]) -> Optional[str]:

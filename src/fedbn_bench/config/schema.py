@@ -101,18 +101,23 @@ class Config:
 
 
 @dataclass
-class LocalLauncherConfig:
-    """``hydra/launcher=joblib``: fedbn-bench's local launcher in place of the joblib plugin's, with
-    joblib's ``n_jobs`` (jobs at once; <= 0: every core but ``-n_jobs - 1``) but each job in a
-    process of its own, so one killed job does not end the sweep
-    (``hydra_plugins/fedbn_bench_launcher/process_launcher.py``)."""
+class ProcessLauncherConfig:
+    """``hydra/launcher=processes``: fedbn-bench's local launcher, each job in a process of its own
+    (``hydra_plugins/fedbn_bench_launcher/process_launcher.py``), so one killed job does not end the
+    sweep: ``n_jobs`` jobs at once (<= 0: every core but ``-n_jobs - 1``, as joblib reads it), spread
+    over ``gpus`` (``auto``: the node's; a list of device ids; ``null``: none) with at most
+    ``jobs_per_gpu`` on one GPU. Also stored as ``hydra/launcher=joblib``, the name it replaced the
+    joblib plugin's launcher under, so that existing commands keep working."""
     _target_: str = "hydra_plugins.fedbn_bench_launcher.process_launcher.ProcessLauncher"
     n_jobs: int = -1
+    gpus: Any = "auto"
+    jobs_per_gpu: int = 1
 
 
 def register_schemas() -> None:
-    """Store every schema in Hydra's ConfigStore (idempotent), and ``LocalLauncherConfig`` as
-    ``hydra/launcher/joblib`` over the plugin's entry (the plugins are scanned first: they store theirs)."""
+    """Store every schema in Hydra's ConfigStore (idempotent), and ``ProcessLauncherConfig`` as
+    ``hydra/launcher/processes`` and as ``hydra/launcher/joblib`` over the joblib plugin's entry (the
+    plugins are scanned first: they store theirs)."""
     from fedbn_bench.algorithms import ALGORITHMS
     from fedbn_bench.core.aggregation import AGGREGATORS
     from fedbn_bench.norms import NORMS
@@ -121,7 +126,8 @@ def register_schemas() -> None:
     Plugins.instance()
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
-    cs.store(group="hydra/launcher", name="joblib", node=LocalLauncherConfig, provider="fedbn_bench")
+    for name in ("processes", "joblib"):
+        cs.store(group="hydra/launcher", name=name, node=ProcessLauncherConfig, provider="fedbn_bench")
     cs.store(group="schema", name="byzantine", node=ByzantineConfig)
     cs.store(group="schema", name="adversarial", node=AdversarialConfig)
     for name, partition in PARTITIONS.items():

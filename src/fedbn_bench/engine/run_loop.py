@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from typing import Any, Callable, Optional, Sequence
 
@@ -25,6 +26,7 @@ from fedbn_bench.records.loggers import Logger
 from fedbn_bench.records.machine import machine_record
 from fedbn_bench.records.run_records import RunRecorder
 from fedbn_bench.records.selection import REPORTED_AT_BEST, best_validation, selection_key
+from fedbn_bench.stopping import requested_stop
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +88,16 @@ class RunLoop:
             self.best = max(self.best, self.last["test_acc"])
         if not diverged and s.checkpoint_every and (self.rounds_completed % s.checkpoint_every == 0
                                                     or self.rounds_completed == s.rounds):
-            self.elapsed = time.perf_counter() - self.start
-            save_checkpoint(self.recorder.run_dir, self.checkpoint_state())
-            self.checkpoint_round = self.rounds_completed
+            self.checkpoint()
         return diverged
+
+    def checkpoint(self) -> None:
+        """Write the checkpoint of the rounds completed so far (once per round)."""
+        if self.checkpoint_round == self.rounds_completed:
+            return
+        self.elapsed = time.perf_counter() - self.start
+        save_checkpoint(self.recorder.run_dir, self.checkpoint_state())
+        self.checkpoint_round = self.rounds_completed
 
     def finish(self, status: str, cause: dict[str, Any] | None = None) -> dict[str, Any]:
         """Write and log the summary of the run, ended with ``status`` (``cause``: what a failed
@@ -172,6 +180,7 @@ class RunLoop:
             "wall_time_s": time.perf_counter() - self.start,
             "samples_per_s": self.rounds.samples_seen / self.train_seconds if self.train_seconds else 0.0,
             **({"threads": self.s.threads} if self.s.threads else {}),
+            **({"cuda_visible_devices": os.environ["CUDA_VISIBLE_DEVICES"]} if "CUDA_VISIBLE_DEVICES" in os.environ else {}),
             **self.engine,
             **(self.graphs.summary() if self.graphs is not None else {}),
             **machine_record(next(self.fed.model.parameters()).device),
@@ -256,7 +265,9 @@ def drive(loops: Sequence[RunLoop], train_round: TrainRound, progress: bool, des
     (``after_round``). A loop that diverges stops there and the others go on. Each summary is
     written with the status that ended its loop: completed, diverged, interrupted (Ctrl-C, or a
     signal raised as ``Stopped``: the round under way is abandoned, ``stopped_by`` names the signal)
-    or failed (the exception is raised after the summaries are written)."""
+    or failed (the exception is raised after the summaries are written). A stop that waits for the
+    round (``stopping.py``: SLURM's warning before the time limit, a preemption) is taken after the
+    round: each running loop writes its checkpoint there first (unless ``checkpoint_every=0``)."""
     start, total = loops[0].rounds_completed, loops[0].s.rounds
     status = ["running"] * len(loops)
     failure: dict[str, Any] = {}
@@ -281,6 +292,10 @@ def drive(loops: Sequence[RunLoop], train_round: TrainRound, progress: bool, des
                         tqdm.write(f"replica seed={loops[i].s.seed} diverged after round {round_idx + 1}")
             if len(loops) == 1 and loops[0].last:
                 bar.set_postfix(acc=f"{loops[0].last['test_acc']:.3f}", loss=f"{loops[0].last['train_loss']:.3f}")
+            if round_idx + 1 < total and (stop_now := requested_stop()) is not None:
+                for i in [i for i in active if status[i] == "running" and loops[i].s.checkpoint_every]:
+                    loops[i].checkpoint()
+                raise stop_now
         status = ["completed" if st == "running" else st for st in status]
     except KeyboardInterrupt as err:
         status = ["interrupted" if st == "running" else st for st in status]

@@ -8,7 +8,8 @@ pattern without one (``hydra.run.dir=<dir>``, a preset's ``results/<paper>/<id>/
 *fixed* directory: when it already holds a run, the command must say what to do, ``resume=auto``
 (continue it, or leave it if it completed) or ``overwrite=true`` (start over); otherwise it is
 refused before anything is written. ``resume=<dir>`` runs in ``<dir>`` itself.
-``RunDirectories`` applies this as a Hydra callback, before Hydra creates or writes anything.
+``RunDirectories`` applies this as a Hydra callback, before Hydra creates or writes anything, and
+then claims the directory for the run (``run_lock.py``: a second live run there is refused).
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from fedbn_bench.records.run_lock import DirectoryInUse, acquire
 
 RECORDS = ("summary.json", "metrics.csv", "checkpoint.pt", "replicas.json")
 """A directory holding any of these holds a run."""
@@ -34,9 +37,10 @@ def holds_run(path: str | Path) -> bool:
     return any((path / name).exists() or next(path.glob(f"*/{name}"), None) for name in RECORDS)
 
 
-def claim(path: str | Path) -> Path:
+def claim(path: str | Path, exact: bool = False) -> Path:
     """Create ``path`` atomically, or, if it exists, the first free ``path-2``, ``path-3``, ...;
-    returns the directory created (``created_here`` then says so)."""
+    returns the directory created (``created_here`` then says so). ``exact``: a fixed directory,
+    ``path`` itself even when another run created it first (its lock then decides, ``run_lock.py``)."""
     path = Path(path).absolute()
     for parent in reversed(path.parents):
         try:
@@ -49,6 +53,8 @@ def claim(path: str | Path) -> Path:
         try:
             candidate.mkdir()
         except FileExistsError:
+            if exact:
+                return candidate
             continue
         _created.add(candidate)
         return candidate
@@ -102,6 +108,7 @@ class RunDirectories(Callback):
             if not holds_run(resume):
                 _refuse(f"resume={resume}: no run there (no {' or '.join(RECORDS)})")
             _set(config, "run", str(resume), keep_hydra_files=True)
+            _claim(config.hydra.run.dir)
             return
         target = Path(str(config.hydra.run.dir))
         if is_fresh_pattern(pattern):
@@ -113,7 +120,13 @@ class RunDirectories(Callback):
         elif holds_run(target):
             _refuse(refusal(target))
         elif not target.exists():
-            _set(config, "run", str(claim(target)))
+            _set(config, "run", str(claim(target, exact=True)))
+        _claim(config.hydra.run.dir)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A sweep job claims its directory (a single run did in ``on_run_start``); refused, the job
+        ends with exit status 2 (Hydra turns a callback's exception into a warning)."""
+        _claim(config.hydra.runtime.output_dir)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         pattern = OmegaConf.to_container(config.hydra.sweep, resolve=False)["dir"]
@@ -133,6 +146,13 @@ def _set(config: DictConfig, mode: str, path: str, keep_hydra_files: bool = Fals
         config.hydra[mode].dir = path
         if keep_hydra_files:
             config.hydra.output_subdir = None
+
+
+def _claim(run_dir: str) -> None:
+    try:
+        acquire(run_dir)
+    except DirectoryInUse as err:
+        _refuse(str(err))
 
 
 def _refuse(message: str) -> None:

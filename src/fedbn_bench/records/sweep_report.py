@@ -1,7 +1,8 @@
-"""The end of a ``-m`` sweep: its jobs that did not complete, each with what its records say.
+"""The end of a ``-m`` sweep: every job's final status, those that did not complete with what their records say.
 
 ``FailedJobsReport`` is a Hydra callback (``hydra.callbacks`` in ``conf/config.yaml``): after the
-last job it reads the summaries under the sweep directory and prints one line per job that failed
+last job it reads the summaries under the sweep directory, lists the jobs that completed (a line
+each, with their rounds), and prints one line per job that failed
 (its directory, error type, message and round), diverged, was interrupted, has no ``summary.json``
 (its process was killed, or its disk filled) or an unreadable one (the file is named); it then ends
 the sweep with exit status 1.
@@ -30,6 +31,12 @@ def unfinished_jobs(sweep_dir: str | Path) -> list[str]:
             if (problem := job_problem(d)) is not None]
 
 
+def completed_jobs(sweep_dir: str | Path) -> list[str]:
+    """One line per run under ``sweep_dir`` that completed, with its rounds."""
+    return [f"{d.relative_to(sweep_dir)}: completed, {json.loads((d / 'summary.json').read_text())['rounds_completed']} rounds"
+            for d in job_dirs(sweep_dir) if job_problem(d) is None]
+
+
 def job_problem(run_dir: Path) -> str | None:
     """What went wrong in ``run_dir`` (``None``: it completed)."""
     path = run_dir / "summary.json"
@@ -54,6 +61,10 @@ class FailedJobsReport(Callback):
     """Lists the sweep's jobs that did not complete after its last job (see the module docstring)."""
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        if completed := completed_jobs(config.hydra.sweep.dir):
+            print(f"{len(completed)} job(s) completed in {config.hydra.sweep.dir}:", file=sys.stderr)
+            for line in completed:
+                print(f"  {line}", file=sys.stderr)
         lines = unfinished_jobs(config.hydra.sweep.dir)
         if not lines:
             return

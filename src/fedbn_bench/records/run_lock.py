@@ -1,0 +1,107 @@
+"""The claim of a run directory by the live run that writes it: no two runs ever write one directory.
+
+A run takes ``<run dir>/.run.lock`` with ``O_CREAT | O_EXCL`` (atomic: of two runs started at the
+same moment in one directory, exactly one gets it) before Hydra writes anything there, and removes
+it when it ends (``run.py``). The file says who holds it (process id, host, SLURM job id, start
+time). A run that finds it held is refused with one ``error:`` line naming the holder, unless the
+holder is dead (a process of this host that no longer exists: its stale lock is named and taken
+over) or is this very SLURM job before its requeue (a requeued job takes its own directory back).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from fedbn_bench.errors import UserError
+
+LOCK = ".run.lock"
+
+
+class DirectoryInUse(UserError):
+    """Another live run holds the directory."""
+
+
+def _me() -> dict[str, Any]:
+    return {"pid": os.getpid(), "host": socket.gethostname(), "slurm_job_id": slurm_job_id(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
+def slurm_job_id() -> Optional[str]:
+    """This process's SLURM job (``<array job>_<task>`` for an array task), ``None`` outside SLURM."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
+
+
+def holder(run_dir: str | Path) -> Optional[dict[str, Any]]:
+    """Who holds ``run_dir`` (the lock's content; ``{}`` when unreadable), ``None`` when no one does."""
+    try:
+        return json.loads((Path(run_dir) / LOCK).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+
+
+def describe(owner: dict[str, Any]) -> str:
+    """``process 12 on host vm (SLURM job 7), started ...`` for a lock's content."""
+    job = f" (SLURM job {owner['slurm_job_id']})" if owner.get("slurm_job_id") else ""
+    return f"process {owner.get('pid', '?')} on host {owner.get('host', '?')}{job}, started {owner.get('started', '?')}"
+
+
+def _replaceable(owner: dict[str, Any]) -> Optional[str]:
+    """Why the lock of ``owner`` may be taken over (``None``: it may not, its run is alive)."""
+    mine = _me()
+    if owner.get("slurm_job_id") and owner["slurm_job_id"] == mine["slurm_job_id"]:
+        return "this SLURM job before its requeue"
+    if owner.get("host") == mine["host"] and isinstance(owner.get("pid"), int) and not _alive(owner["pid"]):
+        return "a stale lock: that process no longer exists"
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def acquire(run_dir: str | Path) -> None:
+    """Claim ``run_dir`` for this process (module docstring); raises ``DirectoryInUse`` naming the
+    live holder. A lock taken over is named on stderr."""
+    path = Path(run_dir) / LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(3):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            owner = holder(run_dir)
+            if owner is None:
+                continue
+            if owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
+                return
+            reason = _replaceable(owner)
+            if reason is None:
+                raise DirectoryInUse(f"{run_dir} is in use by another run ({describe(owner)}); wait for it to end "
+                                     f"or choose another directory (if that run is dead, remove {path})")
+            print(f"note: {path} taken over from {describe(owner)}: {reason}", file=sys.stderr)
+            path.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as lock:
+            json.dump(_me(), lock)
+        return
+    raise DirectoryInUse(f"{run_dir}: its lock {path} changed hands three times while it was claimed; try again")
+
+
+def release(run_dir: str | Path) -> None:
+    """Remove this process's claim of ``run_dir`` (nothing if another process holds it)."""
+    owner = holder(run_dir)
+    if owner and owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
+        (Path(run_dir) / LOCK).unlink(missing_ok=True)
