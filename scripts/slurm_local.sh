@@ -72,6 +72,9 @@ start() {
     if [ -e "$CONF" ] && ! grep -qx "$MARK" "$CONF"; then
         cannot "$CONF exists and was not written by this script (a real cluster's?); not replaced"
     fi
+    mkdir -p "$DIR"
+    exec 9>"$DIR/start.lock"
+    flock 9  # two starts at once (parallel test workers) start the daemons once
     if status >/dev/null 2>&1; then echo "already running: $(sinfo -h -o '%P %a %D %t')"; return 0; fi
     write_conf
     start_munge

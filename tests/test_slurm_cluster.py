@@ -29,15 +29,13 @@ RUN = ["eval_every=5", "engine.threads=1", "progress=false"]
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    was_up = subprocess.run([str(SCRIPT), "status"], capture_output=True).returncode == 0
+def cluster() -> None:
+    """The local cluster, started if it is not up; left running (parallel test workers share it:
+    ``scripts/slurm_local.sh stop`` ends it)."""
     started = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=120)
     if started.returncode == 3:
         pytest.skip(started.stderr.strip())
     assert started.returncode == 0, started.stdout + started.stderr
-    yield
-    if not was_up:
-        subprocess.run([str(SCRIPT), "stop"], capture_output=True)
 
 
 def sweep(*args: str) -> subprocess.Popen:
