@@ -1,11 +1,11 @@
 """The SLURM launcher (``hydra/launcher=slurm``): submitit's, with runs that outlive their allocation.
 
 In the job (``__call__``): SLURM's warning before the time limit (``--signal=USR2@<signal_delay_s>``;
-SLURM 22.05 sends it on a job's first allocation only, so the job also sends it to itself
-``signal_delay_s`` before the end time ``squeue`` gives) and its SIGTERM of a preempted, requeued or cancelled job ask the run to stop after the round under
-way (``fedbn_bench/stopping.py``); the run writes a checkpoint of that round and records
-``interrupted``. After the warning, submitit's own handler then requeues the job (or, past
-``max_num_timeout`` timeouts, ends it). A requeued job (``SLURM_RESTART_COUNT`` > 0) runs with
+SLURM 22.05 did not always send it to a requeued job, so the job also sends it to itself
+``signal_delay_s`` before the end time ``squeue`` gives) and its SIGTERM of a preempted, requeued
+or cancelled job ask the run to stop after the round under way (``fedbn_bench/stopping.py``);
+the run writes a checkpoint of that round and records ``interrupted``. After the warning,
+submitit's own handler then requeues the job (or, past ``max_num_timeout`` timeouts, ends it). A requeued job (``SLURM_RESTART_COUNT`` > 0) runs with
 ``resume=auto``: it takes its directory back and continues from its checkpoint, so its records end
 as an uninterrupted run's.
 
