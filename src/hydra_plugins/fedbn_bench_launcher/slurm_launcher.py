@@ -5,9 +5,9 @@ SLURM 22.05 did not always send it to a requeued job, so the job also sends it t
 ``signal_delay_s`` before the end time ``squeue`` gives) and its SIGTERM of a preempted, requeued
 or cancelled job ask the run to stop after the round under way (``fedbn_bench/stopping.py``);
 the run writes a checkpoint of that round and records ``interrupted``. After the warning,
-submitit's own handler then requeues the job (or, past ``max_num_timeout`` timeouts, ends it). A requeued job (``SLURM_RESTART_COUNT`` > 0) runs with
-``resume=auto``: it takes its directory back and continues from its checkpoint, so its records end
-as an uninterrupted run's.
+submitit's own handler then requeues the job (or, past ``max_num_timeout`` timeouts, ends it).
+A requeued job (``SLURM_RESTART_COUNT`` > 0) runs with ``resume=auto``: it takes its directory
+back and continues from its checkpoint, so its records end as an uninterrupted run's.
 
 On the submitting side (``launch``): the sweep's jobs are followed with ``squeue`` (which needs no
 accounting database, unlike submitit's ``sacct``), one log line per job whose state changed; a job
