@@ -17,15 +17,15 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from fedbn_bench.cli import UserError, command_line_error, help_text, register_schemas
-from fedbn_bench.engine.run_loop import failure_record
 from fedbn_bench.engine.threads import available_cores
 from fedbn_bench.errors import Stopped
 from fedbn_bench.records.run_dirs import discard_if_created_here
 from fedbn_bench.records.run_lock import release
-from fedbn_bench.records.run_records import RunRecorder, summary_line
+from fedbn_bench.records.run_records import summary_line
 from fedbn_bench.records.sweep_labels import label_sweep_run
+from fedbn_bench.records.sweep_report import FAILED_ATTEMPT
 from fedbn_bench.resumption import ended_summary, quote_resume, resumed_config
-from fedbn_bench.runner import run_experiment
+from fedbn_bench.runner import record_failure_before_rounds, run_experiment
 
 register_schemas()
 CONF = Path(__file__).resolve().parent / "conf"
@@ -50,6 +50,7 @@ def run_in(cfg: DictConfig, run_dir: str) -> float:
     sweep = hydra_cfg.mode == RunMode.MULTIRUN
     if sweep:
         label_sweep_run(cfg, hydra_cfg)
+    Path(run_dir, FAILED_ATTEMPT).unlink(missing_ok=True)
     try:
         if (ended := ended_summary(run_dir) if cfg.resume == "auto" else None) is not None:
             log.info("left as it is (resume=auto): " + summary_line(ended, run_dir))
@@ -61,7 +62,7 @@ def run_in(cfg: DictConfig, run_dir: str) -> float:
         if not sweep:
             discard_if_created_here(run_dir)
             sys.exit(2)
-        RunRecorder(run_dir).write_summary({"status": "failed", "rounds_completed": 0, **failure_record(err, 0)})
+        record_failure_before_rounds(run_dir, err)
         return math.nan
     except OSError as err:
         if err.errno not in NO_SPACE:
@@ -107,10 +108,10 @@ if __name__ == "__main__":
     if {"--help", "-h"} & set(sys.argv[1:]):
         print(help_text(CONF))
         sys.exit(0)
+    sys.argv = [sys.argv[0], *quote_resume(sys.argv[1:])]
     if (argv_error := command_line_error(sys.argv[1:], CONF)) is not None:
         print(f"error: {argv_error}", file=sys.stderr)
         sys.exit(2)
-    sys.argv = [sys.argv[0], *quote_resume(sys.argv[1:])]
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when the parent ignored it (`run.py &` in a script)
     signal.signal(signal.SIGTERM, stop)

@@ -8,7 +8,7 @@ the line's overrides), and each run is launched on its own, with its run directo
 default decides where evidence goes::
 
     python run.py -m experiment=<preset> <cell overrides> hydra.sweep.dir=<runs> hydra.sweep.subdir=<cell>
-        resume=auto engine.threads=1
+        resume=auto record=true engine.threads=1
 
 A finished run (``summary.json`` completed or diverged) is skipped; an interrupted one resumes from its checkpoint
 (``resume=auto``). A run is held by an ``flock`` on ``.claims_queue/locks/<run>.lock`` for as long as its process
@@ -45,8 +45,9 @@ from typing import Iterator, Optional
 REPO = Path(__file__).resolve().parents[1]
 STATE = ".claims_queue"
 FINISHED = ("completed", "diverged")
-FIXED = ("resume=auto", "engine.threads=1")
-"""Overrides every run gets: resume what a run directory holds, one torch thread (two jobs on two cores)."""
+FIXED = ("resume=auto", "record=true", "engine.threads=1")
+"""Overrides every run gets: resume what a run directory holds, record into ``results/`` (the committed evidence,
+written only with ``record=true``: ``records/evidence.py``), one torch thread (two jobs on two cores)."""
 
 
 @dataclass(frozen=True)

@@ -189,3 +189,27 @@ def names_key(message: str, case: Case) -> bool:
     """Whether an error message names the key at fault (its last part, or the group of a ``name``)."""
     leaf = case.key.split(".")[-1]
     return leaf in message or (leaf == "name" and case.key.split(".")[0] in message)
+
+
+def misspelt(word: str) -> str:
+    """``word`` with its last two letters swapped (``alpha`` -> ``alpah``), or a letter added where that changes nothing."""
+    swapped = word[:-2] + word[-1] + word[-2] if len(word) > 2 else word
+    return swapped if swapped != word else word + "x"
+
+
+def command_line_cases(group: str) -> Iterator[tuple[list[str], str, str]]:
+    """``(argv, the key at fault, the key the error must suggest or "")`` for the first option of ``group`` (the
+    top level for ``""``): every leaf key misspelt as ``group.kye=1`` and ``+group.kye=1``, and every typed
+    number or switch set to a word (``group.key=nope``)."""
+    option = [f"{group}={options(group)[0]}"] if group else []
+    cfg = compose_config(option)
+    node = cfg[group] if group else cfg
+    prefix = f"{group}." if group else ""
+    for key, leaf in leaf_keys(node, prefix):
+        if "." in key[len(prefix):] or (not group and key in GROUPS):
+            continue
+        wrong = prefix + misspelt(key[len(prefix):])
+        yield [*option, f"{wrong}=1"], wrong, key[len(prefix):]
+        yield [*option, f"+{wrong}=1"], wrong, key[len(prefix):]
+        if isinstance(leaf, (IntegerNode, FloatNode, BooleanNode)):
+            yield [*option, f"{key}={UNKNOWN}"], key, ""

@@ -69,7 +69,7 @@ def test_every_cell_runs_once_with_its_directory_spelled_out_two_at_a_time(root)
     for call in starts:
         argv = call["argv"]
         assert argv[:2] == ["-m", "experiment=fedbn/fig9_3000_steps"]
-        assert f"hydra.sweep.dir={RUNS}" in argv and "resume=auto" in argv and "engine.threads=1" in argv
+        assert f"hydra.sweep.dir={RUNS}" in argv and "resume=auto" in argv and "record=true" in argv and "engine.threads=1" in argv
     assert max_at_once(starts, ends) == 2
     assert all(json.loads((root / RUNS / c / "summary.json").read_text())["status"] == "completed" for c in CELLS)
 

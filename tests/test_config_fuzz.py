@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import config_fuzz as fz
+from fedbn_bench.config.override_check import override_error
 
 LEGAL = {
     ("seed", "zero"): "seed 0 is the default seed",
@@ -187,3 +188,16 @@ def test_every_legal_value_trains_to_the_end(group, tmp_path, monkeypatch):
     count, trained, bad = findings(cases, tmp_path, train="all")
     print(f"schema fuzzer, {group}: {count} cases, every legal value trained ({trained}), {len(bad)} findings")
     assert count and not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("group", ("", *fz.GROUPS), ids=lambda g: g or "top-level")
+def test_every_misspelt_key_and_wrong_type_on_the_command_line_is_one_line_naming_it(group):
+    """Issue 52: the ``key=``, ``group.key=`` and ``+group.key=`` forms of a misspelt key, and a word given to a
+    number or a switch, are each one line (``override_error``, what ``run.py`` prints before Hydra starts)
+    naming the key and, for a misspelt one, the key meant."""
+    bad = []
+    for argv, key, meant in fz.command_line_cases(group):
+        message = override_error(argv, fz.CONF)
+        if message is None or "\n" in message or f"`{key}`" not in message or (meant and f"`{meant}`" not in message):
+            bad.append(f"{' '.join(argv)}: {message!r}")
+    assert not bad, "\n".join(bad)

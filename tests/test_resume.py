@@ -136,3 +136,30 @@ def test_sigkill_mid_run_then_resume_gives_the_same_metrics(algo, tmp_path):
     assert whole.returncode == 0, whole.stderr[-2000:]
     assert len(metrics(killed_dir)) == 4
     pd.testing.assert_frame_equal(metrics(killed_dir), metrics(whole_dir))
+
+
+def test_a_finished_run_extended_with_more_rounds_equals_the_longer_run(tmp_path, caplog):
+    """Issue 52 §6: ``resume=<dir> rounds=4`` on a finished 2-round run was refused (``rounds`` differs); it now
+    continues it, says from which round, and its records equal those of a 4-round run (a constant learning rate)."""
+    whole = run_experiment(compose_config([*SMALL, "rounds=4"]), tmp_path / "whole")
+    first = run_experiment(compose_config([*SMALL, "rounds=2"]), tmp_path / "run")
+    assert first["status"] == "completed"
+    with caplog.at_level("INFO", logger="fedbn_bench"):
+        extended = run_experiment(compose_config([*SMALL, "rounds=4", f"resume={tmp_path / 'run'}"]), tmp_path / "run")
+    assert f"resumed {tmp_path / 'run'} after round 2 (its checkpoint), to round 4 (extended from 2)" in caplog.text
+    assert extended["rounds_completed"] == 4 and extended["final_test_acc"] == whole["final_test_acc"]
+    pd.testing.assert_frame_equal(metrics(tmp_path / "run"), metrics(tmp_path / "whole"))
+    with pytest.raises(ConfigError, match="at rounds"):
+        run_experiment(compose_config([*SMALL, "rounds=3", f"resume={tmp_path / 'run'}"]), tmp_path / "run")
+
+
+def test_a_resumed_run_keeps_one_wandb_folder(tmp_path, monkeypatch):
+    """Issue 52 §6: each resume added a ``wandb/offline-run-*`` folder of the same run (3 for one run)."""
+    common = [*SMALL, "rounds=3", "logger=wandb", "logger.mode=offline"]
+    with monkeypatch.context() as m:
+        stop_at(m, 2)
+        assert run_experiment(compose_config(common), tmp_path / "run")["status"] == "interrupted"
+    resumed = run_experiment(compose_config([*common, f"resume={tmp_path / 'run'}"]), tmp_path / "run")
+    assert resumed["status"] == "completed"
+    run_id = (tmp_path / "run" / "wandb_id").read_text().strip()
+    assert [p.name.rsplit("-", 1)[-1] for p in (tmp_path / "run" / "wandb").glob("offline-run-*")] == [run_id]

@@ -22,7 +22,7 @@ from fedbn_bench.engine import checkpoint as ckpt
 from fedbn_bench.engine.round import RoundRunner
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.records import atomic
-from fedbn_bench.records.run_dirs import RunDirectories, claim
+from fedbn_bench.records.run_dirs import STAGED, RunDirectories, claim
 from fedbn_bench.records.run_records import RunRecorder
 from fedbn_bench.records.sweep_report import FailedJobsReport
 from fedbn_bench.resumption import quote_resume
@@ -157,8 +157,8 @@ def test_a_fixed_directory_holding_a_run_is_refused_resumed_or_overwritten(tmp_p
     assert (tmp_path / "summary.json").read_text() == before
     cfg = start_run([f"hydra.run.dir={tmp_path}", "resume=auto"])
     assert cfg.hydra.output_subdir is None and (tmp_path / "summary.json").exists()  # its .hydra kept
-    start_run([f"hydra.run.dir={tmp_path}", "overwrite=true"])
-    assert not (tmp_path / "summary.json").exists()
+    cfg = start_run([f"hydra.run.dir={tmp_path}", "overwrite=true"])  # cleared when the new run trains (start_over)
+    assert cfg.hydra.output_subdir == STAGED and (tmp_path / "summary.json").read_text() == before
     assert start_run([f"hydra.run.dir={tmp_path / 'new'}"]).hydra.run.dir == str(tmp_path / "new")
     with pytest.raises(SystemExit):
         start_run([f"resume={tmp_path / 'nothing'}"])

@@ -78,3 +78,19 @@ def test_claim_charts_name_what_their_bars_measure(tmp_path):
     with mock.patch.object(report.plt, "close") as close:
         report.draw_chart(judge(claim, tmp_path), tmp_path / "chart.png")
     assert close.call_args.args[0].axes[0].get_ylabel() == "accuracy (%)"
+
+
+def test_the_title_names_the_fixed_settings_and_a_short_curve_is_warned_about(tmp_path, capsys):
+    """Issue 52 §6: the title named neither dataset nor α, and a 10-round sweep with eval_every=5 drew two-point
+    curves without a word."""
+    runs = tmp_path / "sweep"
+    for i, norm in enumerate(("bn", "fbn")):
+        fake_run(runs / f"{i}_norm={norm}", [f"norm={norm}", "alpha=0.1", "rounds=4"], [0.5, 0.6])
+        config = {"seed": 0, "dataset": {"name": "sklearn_digits"}, "partition": {"name": "dirichlet", "alpha": 0.1}}
+        OmegaConf.save(OmegaConf.create(config), runs / f"{i}_norm={norm}" / ".hydra" / "config.yaml")
+    with mock.patch.object(sweep_curve.plt, "close") as close:
+        assert cli.main(["curve", "--runs", str(runs), "--out", str(tmp_path / "out")]) == 0
+    title = close.call_args.args[0].axes[0].get_title()
+    assert title.splitlines()[1] == "dataset = sklearn_digits, partition = dirichlet, alpha = 0.1, rounds = 4"
+    err = capsys.readouterr().err
+    assert "BN: its curve has 2 point(s) (rounds 2, 4); a curve needs 3 or more" in err and "FBN: its curve" in err

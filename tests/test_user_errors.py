@@ -11,6 +11,7 @@ import pytest
 from conftest import CONF, ROOT, compose_config
 from fedbn_bench.config.choices import public_groups, unknown_choice, user_choices
 from fedbn_bench.config.help import GROUPS, help_text
+from fedbn_bench.config.override_check import override_error
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.runner import run_experiment
 
@@ -31,7 +32,7 @@ def test_plus_key_from_the_command_line_exits_2_with_one_line(tmp_path):
     result = cli("+nrom=fbn", "rounds=1", "logger=none", f"hydra.run.dir={tmp_path / 'run'}")
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [
-        "error: unknown key `nrom` (added with `+nrom=...`). Did you mean `norm`? "
+        "error: unknown key `nrom`. Did you mean `norm`? "
         "`python run.py --help` lists the groups and keys"]
     assert not list(tmp_path.rglob("metrics.csv"))
 
@@ -54,6 +55,7 @@ def test_a_misspelt_choice_names_the_nearest_choices(argv, message):
 ])
 def test_existing_choices_and_sweep_syntax_pass(argv):
     assert unknown_choice(argv, CONF) is None
+    assert override_error(argv, CONF) is None
 
 
 def test_a_misspelt_preset_from_the_command_line_exits_2_with_one_line(tmp_path):
@@ -74,3 +76,44 @@ def test_help_describes_the_app_and_its_groups_without_internals():
     for internal in ("schema/", "/base", "_method", "byzantine_scenario", "hydra/"):
         assert internal not in text
     assert "fbn/fig3a_fmnist" in text and "fbn/base/fmnist" not in user_choices(CONF, "experiment")
+
+
+def test_a_preset_that_sweeps_is_refused_without_m_naming_the_command_that_runs_it(tmp_path):
+    result = cli("experiment=fbn/fig3a_toy", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: experiment=fbn/fig3a_toy is a grid of 60 runs over +experiment/fbn/fig3a_method, gamma, seed: run it "
+        "with -m (python run.py -m experiment=fbn/fig3a_toy), or one of its runs by setting "
+        "+experiment/fbn/fig3a_method=naive gamma=0 seed=0"]
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_preset_run_that_sets_every_swept_key_is_one_run_of_its_grid(tmp_path):
+    result = cli("experiment=fbn/fig3a_toy", "+experiment/fbn/fig3a_method=fbn", "gamma=0", "seed=0", "rounds=1",
+                 "eval_every=1", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "run/summary.json").is_file()
+    assert "norm:\n  name: fbn\n" in (tmp_path / "run/.hydra/config.yaml").read_text()
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["rounds=abc"], "rounds=abc is invalid: `rounds` takes an integer"),
+    (["-m", "seed=0,1", "lr=0.1,x"], "lr=x is invalid: `lr` takes a number"),
+    (["nrom=fbn"], "unknown key `nrom`. Did you mean `norm`? `python run.py --help` lists the groups and keys"),
+    (["partition.alhpa=3"], "unknown key `partition.alhpa`: `partition` (dirichlet) takes name, alpha, min_size, scheme. "
+                            "Did you mean `alpha`?"),
+    (["+partition.alhpa=3"], "unknown key `partition.alhpa`: `partition` (dirichlet) takes name, alpha, min_size, "
+                             "scheme. Did you mean `alpha`?"),
+    (["logger.mode=online"], "logger.mode=online needs a W&B login for api.wandb.ai, and none is set up (no "
+                             "WANDB_API_KEY, no ~/.netrc entry); allowed without one: logger.mode=offline (python "
+                             "scripts/wandb_sync.py uploads it later), logger=none; or run `wandb login` first"),
+])
+def test_a_misspelt_key_a_wrong_type_or_no_login_is_one_line_exit_2_and_nothing_on_disk(tmp_path, monkeypatch, argv,
+                                                                                       line):
+    """Issue 52 §4: Hydra's own multi-line errors (exit 1) and W&B's traceback (exit 1, a failed run left) before."""
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    (tmp_path / "cwd").mkdir()
+    result = cli(*argv, "rounds=1" if "rounds=abc" not in argv else "seed=0", cwd=tmp_path / "cwd")
+    assert (result.returncode, result.stderr.strip().splitlines()) == (2, [f"error: {line}"])
+    assert not list((tmp_path / "cwd").iterdir())

@@ -1,6 +1,6 @@
 """What ``run.py`` needs besides the runner: schema registration, the user-facing error, ``--help``,
 and the checks of the command line Hydra does not make well (a launcher's plugin is installed, a
-group's choice exists)."""
+group's choice exists, every key and value fits the schema)."""
 from __future__ import annotations
 
 import importlib.util
@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 from fedbn_bench.config.choices import unknown_choice
 from fedbn_bench.config.help import help_text
+from fedbn_bench.config.override_check import override_error
 from fedbn_bench.config.schema import register_schemas
 from fedbn_bench.errors import UserError
 
@@ -37,4 +38,4 @@ def missing_launcher(argv: Sequence[str]) -> Optional[str]:
 
 def command_line_error(argv: Sequence[str], conf_dir: Path) -> Optional[str]:
     """The one-line error for the command line before Hydra parses it (``None`` when it is fine)."""
-    return missing_launcher(argv) or unknown_choice(argv, conf_dir)
+    return missing_launcher(argv) or unknown_choice(argv, conf_dir) or override_error(argv, conf_dir)

@@ -42,8 +42,11 @@ from fedbn_bench.models import build_model
 from fedbn_bench.norms import NormMethod, build_norm
 from fedbn_bench.partition import make_partition, partition_params, partition_table
 from fedbn_bench.records.atomic import atomic_write_text
-from fedbn_bench.records.loggers import make_logger
+from fedbn_bench.records.loggers import make_logger, wandb_login_missing
+from fedbn_bench.records.run_dirs import STAGED, start_over
 from fedbn_bench.records.run_records import RunRecorder
+from fedbn_bench.records.sweep_report import FAILED_ATTEMPT
+from fedbn_bench.resumption import ended_summary
 from fedbn_bench.robust.byzantine import build_byzantine, byzantine_labels
 
 log = logging.getLogger("fedbn_bench")
@@ -165,6 +168,8 @@ def build_simulation(cfg: DictConfig, run_dir: str | Path, device: torch.device,
     metrics = [build_metric(entry) for entry in OmegaConf.to_container(cfg.metrics, resolve=True)]
     torch.manual_seed(cfg.seed)
     fed, table = build_federation(cfg, device)
+    if cfg.overwrite:
+        start_over(run_dir)
     recorder = RunRecorder(run_dir)
     recorder.write_partition(table)
     settings = RunSettings(
@@ -199,6 +204,8 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, jobs_at_once: int = 1) 
     (with ``resume``: continue the checkpointed run there). ``jobs_at_once``: runs of the same sweep
     executing in parallel on this machine (``engine.threads=auto`` shares the cores among them)."""
     validate_config(cfg)
+    if (login := wandb_login_missing(cfg.logger)) is not None:
+        raise ConfigError(login)
     threads = apply_threads(cfg.engine.threads, jobs_at_once)
     device = resolve_device(cfg.device)
     check_mode(cfg.engine.cuda_graphs, device)
@@ -219,8 +226,20 @@ def failure_recorded(run_dir: str | Path) -> Iterator[None]:
     except UserError:
         raise
     except Exception as err:
-        RunRecorder(run_dir).write_summary({"status": "failed", "rounds_completed": 0, **failure_record(err, 0)})
+        record_failure_before_rounds(run_dir, err)
         raise
+
+
+def record_failure_before_rounds(run_dir: str | Path, err: BaseException) -> None:
+    """Write the ``summary.json`` of a run that failed before its first round (status ``failed``, the
+    error, round 0), unless ``run_dir`` holds a completed run's: a failed attempt never replaces a
+    completed record (``overwrite=true`` clears the old records only when the new run starts training):
+    the failure goes to ``FAILED_ATTEMPT`` beside it instead, which the sweep's report lists."""
+    summary = {"status": "failed", "rounds_completed": 0, **failure_record(err, 0)}
+    if (ended := ended_summary(run_dir)) is not None and ended["status"] == "completed":
+        atomic_write_text(Path(run_dir) / FAILED_ATTEMPT, json.dumps(summary, indent=2) + "\n")
+        return
+    RunRecorder(run_dir).write_summary(summary)
 
 
 def prepare_run(cfg: DictConfig, run_dir: str | Path, device: torch.device, threads: int) -> Simulation:
@@ -230,7 +249,8 @@ def prepare_run(cfg: DictConfig, run_dir: str | Path, device: torch.device, thre
     if cfg.resume:
         run_dir = Path(cfg.resume)
         checkpoint = load_checkpoint(run_dir, device)
-        changed = config_differences(checkpoint["config"], config)
+        changed = [k for k in config_differences(checkpoint["config"], config)
+                   if k != "rounds" or config["rounds"] < checkpoint["config"]["rounds"]]  # more rounds: extended
         if changed:
             raise ConfigError(f"resume={cfg.resume}: the config differs from the checkpointed run's at "
                               f"{', '.join(changed)}; drop those overrides (resume=<dir> alone takes the run's "
@@ -239,6 +259,9 @@ def prepare_run(cfg: DictConfig, run_dir: str | Path, device: torch.device, thre
     sim.s.threads = threads
     if checkpoint is not None:
         sim.restore(checkpoint)
+        log.info(f"resumed {run_dir} after round {checkpoint['rounds_completed']} (its checkpoint), to round "
+                 f"{cfg.rounds}" + (f" (extended from {checkpoint['config']['rounds']})"
+                                    if cfg.rounds > checkpoint["config"]["rounds"] else ""))
     return sim
 
 
@@ -278,7 +301,8 @@ def replica_configs(cfg: DictConfig, seeds: list[int], run_dir: Path) -> list[Di
     """One config per seed (``seed`` set, ``replicas=1``: a separate run's config), written with
     the run's overrides (``replicas`` dropped, ``seed`` set) to ``run_dir/seed_<s>/.hydra``, as
     Hydra writes a run's, so that the record readers see k ordinary runs."""
-    parent = run_dir / ".hydra" / "overrides.yaml"
+    parent = next((d / "overrides.yaml" for d in (run_dir / STAGED, run_dir / ".hydra") if d.is_dir()),
+                  run_dir / ".hydra" / "overrides.yaml")
     overrides = [str(o) for o in OmegaConf.load(parent)] if parent.exists() else []
     kept = [o for o in overrides if o.partition("=")[0].lstrip("+~") not in ("replicas", "seed")]
     configs = []

@@ -98,6 +98,7 @@ class Config:
     checkpoint_every: int = 5
     resume: Optional[str] = None
     overwrite: bool = False
+    record: bool = False
 
 
 @dataclass

@@ -40,14 +40,20 @@ def nearest(word: str, choices: list[str]) -> str:
     return f" Did you mean {' or '.join(f'`{c}`' for c in close)}?" if close else ""
 
 
+def unknown_key(key: str, leaf: str, allowed: list[str], owner: str | None) -> str:
+    """The error for ``key`` (last part ``leaf``), which ``owner`` (``None``: the top level) lacks; it has ``allowed``."""
+    if owner is None:
+        return f"unknown key `{key}`.{nearest(leaf, allowed)} `python run.py --help` lists the groups and keys"
+    return f"unknown key `{key}`: {owner} takes {', '.join(allowed)}.{nearest(leaf, allowed)}"
+
+
 def check_known_keys(cfg: Any) -> None:
     """Every top-level key of ``cfg`` is a key of the schema (``Config``): Hydra lets ``+key=value``
     add any key, and a misspelt ``+nrom=fbn`` would otherwise run the default norm. Hydra's own node
     (``hydra``, present when a config is composed with ``return_hydra_config=True``) is not ours to check."""
     legal = [f.name for f in fields(Config)] + ["hydra"]
     for key in cfg:
-        _require(key in legal, f"unknown key `{key}` (added with `+{key}=...`).{nearest(key, legal)} "
-                 "`python run.py --help` lists the groups and keys")
+        _require(key in legal, unknown_key(key, key, legal, None))
 
 
 def validate_config(cfg: Any) -> None:

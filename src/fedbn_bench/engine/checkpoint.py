@@ -24,7 +24,7 @@ FILENAME = "checkpoint.pt"
 FORMAT = 3
 """3: format 2 (the round pipeline's state, ``RoundRunner`` and ``ClientStore``) with a checksum and
 the data's fingerprint; older checkpoints are not resumed."""
-RESUME_FREE_KEYS = ("resume", "overwrite", "checkpoint_every", "progress", "device", "logger", "engine")
+RESUME_FREE_KEYS = ("resume", "overwrite", "record", "checkpoint_every", "progress", "device", "logger", "engine")
 """Config keys that may differ between a run and its resumption (they do not change its numbers
 beyond the engines' float tolerance)."""
 

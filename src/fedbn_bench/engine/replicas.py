@@ -6,12 +6,13 @@ local training is shared: every round, the jobs of all replicas go to *one* back
 stacked backend (``vmap``, ``packed``) trains the k replicas' clients as one stack, k times the
 clients of a round (the packed network's client axis extended by replicas). A ``ClientJob``
 names its run's data split and seed, so each client draws the batches of its own run, and the
-results equal those of k separate runs on the same backend (``tests/test_replicas.py``, float64),
-dropout excepted: one stacked round makes one dropout draw, seeded by the first job's run.
+results equal those of k separate runs on the same backend (``tests/test_replicas.py``, float64).
 
 The shared backend is the first replica's. That is sound when the algorithm's local steps read
 nothing of the server's state except through the jobs (``Algorithm.local_steps_read_server_state``:
-SCAFFOLD's control variate ``c`` is read on the algorithm object) and, under adversarial training,
+SCAFFOLD's control variate ``c`` is read on the algorithm object), when the model has no dropout (one
+stacked round makes one dropout draw for the whole stack, seeded by its first job's run, so a replica
+would draw other masks than its separate run) and, under adversarial training,
 when the replicas attack in the same pixel space (a dataset normalized with statistics of its own
 draw gives each seed its own); otherwise, and on ``engine=loop``
 (where a stack buys nothing), each replica trains on its own backend, still in lockstep.
@@ -24,6 +25,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 import torch
+from torch import nn
 
 from fedbn_bench.engine.backends.base import Backend, ClientResult
 from fedbn_bench.engine.round import RoundPlan
@@ -31,6 +33,7 @@ from fedbn_bench.engine.run_loop import drive
 from fedbn_bench.engine.simulation import Simulation
 
 STACKED_ENGINES = ("vmap", "packed")
+DROPOUT = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 
 
 def unshared_reason(sims: Sequence[Simulation]) -> Optional[str]:
@@ -41,6 +44,10 @@ def unshared_reason(sims: Sequence[Simulation]) -> Optional[str]:
     engine = sims[0].engine
     if engine not in STACKED_ENGINES:
         return f"engine={engine} trains one client at a time"
+    rates = sorted({m.p for m in sims[0].fed.model.modules() if isinstance(m, DROPOUT) and m.p > 0})
+    if rates:
+        return (f"the model has dropout (rate {', '.join(map(str, rates))}): one stack draws one dropout mask for "
+                "every replica's clients, a separate run one for its own")
     algo = sims[0].fed.algo
     if algo.local_steps_read_server_state:
         return f"algo={algo.cfg.name}: its local steps read the server's state on the algorithm object"

@@ -33,7 +33,7 @@ def draw(fig: Figure, root: Path, conf: Path, runs: Optional[Path] = None, out: 
     if not records:
         warn(f"{fig.id}: missing: no run under {found}")
         return None
-    out = out if out is not None else root / (fig.out or f"results/{fig.paper_name}")
+    out = out if out is not None else runs if runs is not None else root / (fig.out or f"results/{fig.paper_name}")
     out.mkdir(parents=True, exist_ok=True)
     job = Job(fig, shown, out, conf, records)
     RECIPES[fig.recipe](job)
@@ -54,7 +54,8 @@ def main(argv: Optional[list[str]] = None, repo: Optional[Path] = None) -> int:
                                                "for the learning curve of any sweep")
     parser.add_argument("--all", action="store_true", help="every declared figure whose runs are present")
     parser.add_argument("--runs", type=Path, help="run directory tree (default: the declared one)")
-    parser.add_argument("--out", type=Path, help="output directory (default: the declared one)")
+    parser.add_argument("--out", type=Path, help="output directory (default: the declared one; with --runs, "
+                        "the runs directory: your own runs never write into results/)")
     parser.add_argument("--root", type=Path, default=repo, help="where the declared results/... paths start")
     parser.add_argument("--conf", type=Path, default=repo / "conf", help="the conf/ directory (paper numbers, presets)")
     parser.add_argument("--list", action="store_true", help="list the declared figures and their run trees")

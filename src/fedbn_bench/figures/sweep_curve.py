@@ -4,12 +4,14 @@ a learning curve of any sweep, from its run records only.
 Runs are grouped by the overrides the sweep varies (``--by``: some of them; default: every varied
 override but ``seed``); each group is one line, the mean over its completed runs (the seeds) with a
 band of ±1 sample standard deviation where it has two or more. Accuracies are drawn in %, method
-names as the papers write them (``fbn`` → FBN). Writes ``<out>/curve_<metric>.png`` and ``.md`` (the
+names as the papers write them (``fbn`` → FBN), the title naming what every run shares (dataset, α, ...);
+a line with fewer than ``MIN_POINTS`` evaluations is warned about. Writes ``<out>/curve_<metric>.png`` and ``.md`` (the
 last round's mean ± sd per group); a run that did not complete is named there and on stderr.
 """
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -33,6 +35,11 @@ DISPLAY = {
 }
 """Method names as the papers write them; a value not listed is shown as given."""
 
+SETTING = ("dataset.name", "partition.name", "partition.alpha", "partition.gamma", "model.name", "norm.name", "algo.name",
+           "rounds")
+"""The config values a title names when every run of the sweep shares them."""
+MIN_POINTS = 3
+"""Fewer evaluated rounds than this make no curve: ``make_figures.py curve`` warns."""
 IGNORED = ("seed", "hydra.", "progress", "logger")
 """Overrides that never name a group: the seed is what a band is taken over; the rest do not change a result."""
 
@@ -41,6 +48,19 @@ def varied_overrides(runs: list[RunRecord]) -> list[str]:
     """The override keys whose value differs between ``runs``, in the order the first run lists them."""
     keys = dict.fromkeys(item.partition("=")[0].lstrip("+~") for run in runs for item in run.overrides)
     return [k for k in keys if not k.startswith(IGNORED) and len({run.override(k) for run in runs}) > 1]
+
+
+def fixed_settings(runs: list[RunRecord], varied: list[str]) -> list[str]:
+    """What every run shares, for the title: its dataset, partition (with α or γ), model, norm, algorithm and
+    rounds (from the config), and each override the sweep does not vary."""
+    keys = [k for k in dict.fromkeys(item.partition("=")[0].lstrip("+~") for run in runs for item in run.overrides)
+            if not k.startswith(IGNORED) and k not in varied]
+    named = {k.split(".")[0] for k in keys} | {k.split(".")[0] for k in varied}
+    shared = [label(key.removesuffix(".name"), value) for key in SETTING
+              if key.removesuffix(".name") not in named and len({str(run.get(key)) for run in runs}) == 1
+              and (value := runs[0].get(key)) is not None]
+    overrides = [label(k, runs[0].override(k)) for k in keys if len({run.override(k) for run in runs}) == 1]
+    return list(dict.fromkeys(shared + overrides))
 
 
 def label(key: str, value: Optional[str]) -> str:
@@ -84,6 +104,9 @@ def draw_curve(runs_dir: Path, out: Path, metric: str = "test_acc", by: Optional
         if not rounds:
             body.append([name, str(len(members)), "0", "–", "–"])
             continue
+        if len(rounds) < MIN_POINTS:
+            warn(f"{name}: its curve has {len(rounds)} point(s) (rounds {', '.join(str(int(r)) for r in rounds)}); "
+                 f"a curve needs {MIN_POINTS} or more: evaluate more often (a smaller eval_every)")
         seeds.add(len(done))
         line, = ax.plot(rounds, mean, marker=".", label=f"{name} (n={len(done)})")
         if len(done) > 1:
@@ -96,7 +119,8 @@ def draw_curve(runs_dir: Path, out: Path, metric: str = "test_acc", by: Optional
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
     band_text = "line: mean over seeds (n); band: ±1 sd" if max(seeds, default=1) > 1 else "one run per line"
-    ax.set_title(f"{axis_label(metric, False)} by {', '.join(by) or 'run'} ({band_text})", fontsize=9)
+    setting = textwrap.fill(", ".join(fixed_settings(runs, varied)), 110)
+    ax.set_title(f"{axis_label(metric, False)} by {', '.join(by) or 'run'} ({band_text})\n{setting}".strip(), fontsize=8)
     ax.legend(fontsize=8)
     fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)

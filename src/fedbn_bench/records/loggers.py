@@ -6,9 +6,13 @@ the network.
 """
 from __future__ import annotations
 
+import netrc
+import os
 import secrets
+import shutil
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Optional, Protocol
+from urllib.parse import urlparse
 
 from fedbn_bench.records.atomic import atomic_write_text
 
@@ -49,6 +53,7 @@ class WandbLogger:
             settings=wandb.Settings(silent=True, console="off"),
             reinit="create_new",  # replicas=k: k runs open at once in one process
         )
+        drop_earlier_segments(Path(self.run.dir).parent)
 
     def log(self, row: dict[str, Any], step: int) -> None:
         self.run.log(row, step=step)
@@ -56,6 +61,16 @@ class WandbLogger:
     def finish(self, summary: dict[str, Any]) -> None:
         self.run.summary.update(summary)
         self.run.finish(exit_code=0 if summary.get("status") == "completed" else 1)
+
+
+def drop_earlier_segments(current: Path) -> None:
+    """Remove the W&B folders of the same run that earlier processes wrote beside ``current`` (this process's
+    ``wandb/offline-run-<time>-<id>``): a resumed run logs its whole history again (``RunLoop.restore``), so its
+    newest folder holds everything, and a run keeps one folder across resumes for ``wandb sync`` to upload."""
+    run = current.name.rsplit("-", 1)[-1]
+    for earlier in current.parent.glob(f"*-run-*-{run}"):
+        if earlier != current and earlier.is_dir():
+            shutil.rmtree(earlier, ignore_errors=True)
 
 
 def run_id(run_dir: Path) -> str:
@@ -68,6 +83,22 @@ def run_id(run_dir: Path) -> str:
 
 ID_FILE = "wandb_id"
 LOGGERS = ("wandb", "none")
+
+
+def wandb_login_missing(cfg: Any) -> Optional[str]:
+    """The error for ``logger.mode=online`` without W&B credentials (``WANDB_API_KEY``, or the entry
+    ``wandb login`` writes to ``~/.netrc`` for the W&B host); ``None`` when the logger needs none or has them."""
+    if cfg.name != "wandb" or cfg.mode != "online" or os.environ.get("WANDB_API_KEY"):
+        return None
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    try:
+        if netrc.netrc(os.environ.get("NETRC")).authenticators(host):
+            return None
+    except (OSError, netrc.NetrcParseError):
+        pass
+    return (f"logger.mode=online needs a W&B login for {host}, and none is set up (no WANDB_API_KEY, no ~/.netrc "
+            "entry); allowed without one: logger.mode=offline (python scripts/wandb_sync.py uploads it later), "
+            "logger=none; or run `wandb login` first")
 
 
 def make_logger(cfg: Any, run_dir: Path, config: dict[str, Any], name: str) -> Logger:

@@ -7,7 +7,8 @@ second, a SLURM array, a shell loop with ``&``), the next free ``<name>-2``, ``<
 pattern without one (``hydra.run.dir=<dir>``, a preset's ``results/<paper>/<id>/runs``) names a
 *fixed* directory: when it already holds a run, the command must say what to do, ``resume=auto``
 (continue it, or leave it if it completed) or ``overwrite=true`` (start over); otherwise it is
-refused before anything is written. ``resume=<dir>`` runs in ``<dir>`` itself.
+refused before anything is written; ``overwrite=true`` clears each run's records only when it starts
+training (``start_over``). ``resume=<dir>`` runs in ``<dir>`` itself.
 ``RunDirectories`` applies this as a Hydra callback, before Hydra creates or writes anything, and
 then claims the directory for the run (``run_lock.py``: a second live run there is refused).
 """
@@ -28,13 +29,16 @@ RECORDS = ("summary.json", "metrics.csv", "checkpoint.pt", "replicas.json")
 """A directory holding any of these holds a run."""
 RUN_FILES = (*RECORDS, "partition.csv", "wandb_id", "run.log")
 """What ``overwrite=true`` removes from a run directory before the new run starts."""
+STAGED = ".hydra-overwrite"
+"""Where Hydra writes the config of an ``overwrite=true`` run into a directory holding a run (``start_over``
+moves it to ``.hydra``), so that a job failing before its first round leaves the old run's config with its records."""
 _created: set[Path] = set()
 
 
 def holds_run(path: str | Path) -> bool:
-    """Whether ``path`` (or a job directory below it, for a sweep) holds the records of a run."""
+    """Whether ``path`` (or a job directory below it at any depth, for a sweep) holds the records of a run."""
     path = Path(path)
-    return any((path / name).exists() or next(path.glob(f"*/{name}"), None) for name in RECORDS)
+    return any((path / name).exists() or next(path.glob(f"**/{name}"), None) for name in RECORDS)
 
 
 def claim(path: str | Path, exact: bool = False) -> Path:
@@ -80,11 +84,22 @@ def discard_if_created_here(path: str | Path) -> None:
 
 
 def clear_runs(path: str | Path) -> None:
-    """Remove the records (``RUN_FILES``) of the run in ``path`` and of the runs (sweep jobs,
-    replicas) in its subdirectories (``overwrite=true``)."""
+    """Remove the records (``RUN_FILES``) of the run in ``path`` and of the runs (replicas) in its
+    subdirectories: ``overwrite=true``, when the new run is about to write its first record (a job that
+    fails before that leaves the old records as they were)."""
     for name in RUN_FILES:
         for found in [Path(path) / name, *Path(path).glob(f"**/{name}")]:
             found.unlink(missing_ok=True)
+
+
+def start_over(path: str | Path) -> None:
+    """``overwrite=true``, once the new run in ``path`` is about to write its first record: remove the old
+    run's records and put the new run's config (``STAGED``) in place of its ``.hydra``."""
+    clear_runs(path)
+    staged = Path(path) / STAGED
+    if staged.is_dir():
+        shutil.rmtree(Path(path) / ".hydra", ignore_errors=True)
+        staged.rename(Path(path) / ".hydra")
 
 
 def refusal(path: str | Path) -> str:
@@ -115,10 +130,10 @@ class RunDirectories(Callback):
             _set(config, "run", str(claim(target)))
         elif holds_run(target) and resume == "auto":
             _set(config, "run", str(target), keep_hydra_files=True)
-        elif holds_run(target) and config.get("overwrite"):
-            clear_runs(target)
-        elif holds_run(target):
+        elif holds_run(target) and not config.get("overwrite"):
             _refuse(refusal(target))
+        elif holds_run(target):
+            _stage_hydra_files(config)
         elif not target.exists():
             _set(config, "run", str(claim(target, exact=True)))
         _claim(config.hydra.run.dir)
@@ -133,10 +148,17 @@ class RunDirectories(Callback):
         target = Path(str(config.hydra.sweep.dir))
         if is_fresh_pattern(pattern):
             _set(config, "sweep", str(claim(target)))
-        elif holds_run(target) and config.get("overwrite"):
-            clear_runs(target)
-        elif holds_run(target) and config.get("resume") != "auto":
+        elif holds_run(target) and not config.get("overwrite") and config.get("resume") != "auto":
             _refuse(refusal(target).replace("a run;", "the runs of a sweep;"))
+        elif holds_run(target) and config.get("overwrite"):
+            _stage_hydra_files(config)
+
+
+def _stage_hydra_files(config: DictConfig) -> None:
+    """Have Hydra write the run's (each job's) config to ``STAGED`` instead of ``.hydra``."""
+    with read_write(config.hydra), open_dict(config.hydra):
+        config.hydra.output_subdir = STAGED
+        config.hydra.overrides.hydra.append(f"hydra.output_subdir={STAGED}")  # a sweep recomposes each job's config
 
 
 def _set(config: DictConfig, mode: str, path: str, keep_hydra_files: bool = False) -> None:

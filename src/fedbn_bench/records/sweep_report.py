@@ -4,7 +4,8 @@
 last job it reads the summaries under the sweep directory, lists the jobs that completed (a line
 each, with their rounds), and prints one line per job that failed
 (its directory, error type, message and round), diverged, was interrupted, has no ``summary.json``
-(its process was killed, or its disk filled) or an unreadable one (the file is named); it then ends
+(its process was killed, or its disk filled) or an unreadable one (the file is named), or failed before its
+first round beside a completed run (``FAILED_ATTEMPT``); it then ends
 the sweep with exit status 1.
 """
 from __future__ import annotations
@@ -37,9 +38,20 @@ def completed_jobs(sweep_dir: str | Path) -> list[str]:
             for d in job_dirs(sweep_dir) if job_problem(d) is None]
 
 
+FAILED_ATTEMPT = "failed_attempt.json"
+"""The summary of a run that failed before its first round in a directory holding a completed run, which
+it leaves as it was (``runner.record_failure_before_rounds``); the next run started there removes it."""
+
+
 def job_problem(run_dir: Path) -> str | None:
     """What went wrong in ``run_dir`` (``None``: it completed)."""
-    path = run_dir / "summary.json"
+    if (run_dir / FAILED_ATTEMPT).exists():
+        return f"{summary_problem(run_dir / FAILED_ATTEMPT)} (the completed run there is left as it was)"
+    return summary_problem(run_dir / "summary.json")
+
+
+def summary_problem(path: Path) -> str | None:
+    """What the summary at ``path`` says went wrong (``None``: the run completed)."""
     if not path.exists():
         return "no summary.json (its process was killed or could not write)"
     try:
