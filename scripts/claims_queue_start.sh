@@ -4,7 +4,8 @@
 # so that later changes to the checkout never alter running jobs; its runs under QUEUE_ROOT (default /work/queue:
 # results/, .claims_queue/locks and logs, data -> this checkout's data/). Runs a previous queue left there are kept:
 # finished ones are skipped, interrupted ones resume (resume=auto), ones still running are left to finish.
-# A queue already running on QUEUE_ROOT is stopped first (its jobs go on; the new queue skips them while they run).
+# A queue already running on QUEUE_ROOT is stopped first (its jobs go on; the new queue skips them while they run);
+# the code worktrees of earlier commits are removed once no process runs from them.
 #
 #   scripts/claims_queue_start.sh [COMMIT]
 #   tail -f /work/queue/claims_queue.log          (progress lines)
@@ -25,4 +26,8 @@ fi
 cd "$root"
 PYTHONPATH="$code/src" nohup setsid "$code/.venv/bin/python" "$code/scripts/claims_queue.py" --root "$root" \
     >> "$root/claims_queue.log" 2>&1 < /dev/null &
+for stale in /work/wt-queue-*; do   # earlier commits' code, once no run uses it
+    [ "$stale" = "$code" ] || grep -aqs "$stale/[.]venv/bin/python" /proc/[0-9]*/cmdline ||
+        git -C "$repo" worktree remove --force "$stale"
+done
 echo "claims queue: code $code ($commit), runs under $root, log $root/claims_queue.log"
