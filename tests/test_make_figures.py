@@ -125,3 +125,13 @@ def test_all_draws_the_figures_with_runs_and_names_the_others(tmp_path, capsys):
 def test_a_single_figure_without_runs_fails_and_says_so(tmp_path, capsys):
     assert main(["fbn/fig6", "--root", str(tmp_path)], repo=ROOT) == 1
     assert "fbn/fig6: missing: no run under" in capsys.readouterr().err
+
+
+def test_a_figure_drawn_from_runs_of_ones_own_goes_beside_them(tmp_path):
+    """Issue 52 §1: ``make_figures.py <id> --runs DIR`` without ``--out`` wrote into the declared ``results/<paper>/``
+    (a tracked file changed by drawing a user's own runs); it now draws into ``DIR``."""
+    runs = tmp_path / "runs"
+    curve_runs(runs)
+    figure = Figure("test/curve", "curve", rows="norm", metric="test_acc", options={"expect": ["bn"]})
+    assert draw(figure, tmp_path, CONF, runs=runs) is not None
+    assert (runs / "curve.png").is_file() and not (tmp_path / "results").exists()
