@@ -186,6 +186,8 @@ class Measured:
 
     values: list[float] = field(default_factory=list)
     other: list[str] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+    """The directories of the counted runs, relative to the repository (``declared.py`` dates them)."""
     trend: Optional[Trend] = None
     """The trend of the completed runs' curve (``convergence.trend``; a diverged run has ended)."""
 
@@ -240,7 +242,8 @@ def same(have: Any, want: Any) -> bool:
         return str(have) == str(want)
 
 
-def measure_quantity(q: Quantity, runs: list[RunRecord]) -> Measured:
+def measure_quantity(q: Quantity, runs: list[RunRecord], tree: Path) -> Measured:
+    """``q`` on the ``runs`` of its run tree (``tree``: where ``q.runs`` lies)."""
     out, completed = Measured(), []
     for run in runs:
         if not matches(run, q.where):
@@ -250,6 +253,7 @@ def measure_quantity(q: Quantity, runs: list[RunRecord]) -> Measured:
             out.other.append(f"{run.path.name}: {run.status}")
         else:
             out.values.append(value * q.scale)
+            out.runs.append(f"{q.runs}/{run.path.relative_to(tree).as_posix()}")
             if run.status == COMPLETED:
                 completed.append(run)   # a diverged run ended: it has no trend to read
             else:
@@ -266,7 +270,7 @@ def measure_all(quantities: Mapping[str, Quantity], root: Path,
         path = root / q.runs
         if path not in cache:
             cache[path] = load_runs(path)
-        measured[name] = measure_quantity(q, cache[path])
+        measured[name] = measure_quantity(q, cache[path], path)
     return measured
 
 

@@ -1,14 +1,19 @@
-"""``python scripts/claims.py``: regenerate ``results/CLAIMS.md``, the claim charts (``results/claims/``)
-and the claims table of ``docs/claims.md`` from the committed run records (``--check`` exits 1 when a
-committed file differs from what the records give, without writing; ``--list`` prints the verdicts)."""
+"""``python scripts/claims.py``: refresh ``results/claims/declared.json`` from git (when the repository has its
+history), then regenerate ``results/CLAIMS.md``, the claim charts (``results/claims/``) and the claims table of
+``docs/claims.md`` from the committed run records and that file (``--check`` exits 1 when a committed page
+differs from what the records and the committed declared.json give, without writing or reading git; ``--list``
+prints the verdicts)."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
 
 from fedbn_bench.figures.claims import CLAIMS
 from fedbn_bench.figures.claims.base import judge
+from fedbn_bench.figures.claims.declared import DATA, Declared, is_repository, refresh
 from fedbn_bench.figures.claims.report import claims_md, readme_table, replace_block, write
 
 
@@ -26,12 +31,26 @@ def main(argv: list[str] | None = None, repo: Path = Path.cwd()) -> int:
         return 0
     results, readme = args.root / "results", args.root / "docs" / "claims.md"
     if args.check:
-        stale = [str(p) for p, text in ((results / "CLAIMS.md", claims_md(verdicts)),
+        declared = Declared.load(args.root / DATA)
+        stale = [str(p) for p, text in ((results / "CLAIMS.md", claims_md(verdicts, declared)),
                                         (readme, replace_block(readme.read_text(), readme_table(verdicts))))
                  if not p.exists() or p.read_text() != text]
         for path in stale:
             print(f"stale: {path} (run python scripts/claims.py)", file=sys.stderr)
         return 1 if stale else 0
-    for path in write(verdicts, results, readme):
+    declared = Declared.load(args.root / DATA)
+    if is_repository(args.root):
+        declared = Declared.of(write_record(args.root / DATA, refresh(args.root, CLAIMS)))
+        print(f"wrote {args.root / DATA}")
+    for path in write(verdicts, results, readme, declared):
         print(f"wrote {path}")
     return 0
+
+
+def write_record(path: Path, data: dict) -> dict:
+    """``data`` written to ``path`` atomically (a temporary file renamed over it); ``data``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return data
