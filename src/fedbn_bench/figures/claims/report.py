@@ -208,7 +208,9 @@ def claims_md(verdicts: list[Verdict], declared: Declared = Declared({}, {})) ->
              "A claim that holds while one of its controls passes its checks too is **uninformative**: its check "
              "cannot fail in this setting. Until a control's runs exist the claim reads *holds (control not run)*.",
              "- **cannot decide offline**: the offline stand-in data cannot test the claim whatever the runs give "
-             "(its section says why and which data would); its checks are still measured and shown.",
+             "(its section says why and which data would); its checks are still measured and shown. Introduced for "
+             "issue 49 in a commit of its own, it flipped fedrbn/table2_fatbn_vs_fatavg, fedrbn/fig3a_at_domain and "
+             "fedrbn/table1_cos_over_uni from *fails* and no other verdict.",
              "- A claim whose quantity, check or setting changed is a new declaration, committed before the runs "
              "that decide it; the superseded declaration stays in its section with its verdict and why it was "
              "replaced.", "",
