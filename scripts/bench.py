@@ -7,7 +7,7 @@ memory of
 1. ``engine=loop`` (and ``loop`` with ``channels_last``),
 2. ``engine=vmap`` and ``engine=packed`` with ``engine.cuda_graphs=auto`` (on CUDA the local step
    captured once a round and replayed, ``engine/graphs.py``; eager elsewhere), and ``packed_eager``
-   (``engine.cuda_graphs=off``, the same backend without graphs),
+   (``engine.cuda_graphs=off``, the run's default, the same backend without graphs),
 3. a *typical FL loop*, written the way the papers' public code trains clients (e.g. HBN's
    ``FedBaseline/models/FedAvg/clients.py``): per client and round a ``copy.deepcopy`` of the
    global model, a fresh ``torch.optim.SGD``, a ``torch.utils.data.DataLoader`` over a ``Dataset``
@@ -318,7 +318,7 @@ def measure(preset_name: str, config: str, rounds: int, warmup: int, device: tor
     engine = {"typical": "loop", "loop": "loop", "loop_cl": "loop", "vmap": "vmap", "packed": "packed",
               "packed_eager": "packed", "auto": "auto"}[config]
     extra = [*overrides, f"engine={engine}", f"engine.channels_last={config == 'loop_cl'}",
-             *(["engine.cuda_graphs=off"] if config == "packed_eager" else [])]
+             f"engine.cuda_graphs={'auto' if config in ('packed', 'vmap') else 'off'}"]
     cfg = compose_config(preset, extra)
     if config == "typical":
         runner, backend = TypicalFL(preset, cfg, device), "typical"

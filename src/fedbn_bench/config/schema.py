@@ -49,7 +49,7 @@ class EngineConfig:
     name: str = "loop"
     channels_last: bool = False
     threads: Any = "auto"
-    cuda_graphs: str = "auto"
+    cuda_graphs: str = "off"
 
 
 @dataclass
