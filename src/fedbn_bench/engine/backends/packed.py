@@ -154,12 +154,7 @@ class PackedBackend(StackedBackend):
         packed maps; linear weights ``(n, out, in)`` stored as ``(n, in, out)``, the operand of the
         batched product, whose gradient then arrives in the same layout. (Tensors of the same
         shape in the algorithm's local tree, e.g. momentum buffers, get the same layout, so the
-        fused SGD kernel sees matching memory orders.) On the CPU the stacks stay contiguous: its
-        fused SGD kernel copies every non-contiguous tensor into a contiguous one and back at each
-        step, which costs more than the layout saves (issue 51: hbn_cifar10's packed round 1.78 s
-        with these layouts against 1.52 s before them)."""
-        if like.device.type == "cpu":
-            return super().empty_stack(count, like)
+        fused SGD kernel sees matching memory orders.)"""
         if like.dim() == 4 and self.channels_last:
             cout, cin, kh, kw = like.shape
             return like.new_empty((count, cout, kh, kw, cin)).permute(0, 1, 4, 2, 3)
