@@ -35,7 +35,7 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 def test_slurm_launcher_composes_with_our_defaults():
     launcher = compose_hydra(["hydra/launcher=slurm", "hydra.launcher.partition=gpu"]).hydra.launcher
-    assert launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    assert launcher._target_ == "hydra_plugins.fedbn_bench_launcher.slurm_launcher.RequeueingSlurmLauncher"
     assert (launcher.partition, launcher.gpus_per_node, launcher.cpus_per_task) == ("gpu", 1, 8)
     assert (launcher.mem_gb, launcher.timeout_min, launcher.array_parallelism) == (32, 240, 64)
 
