@@ -7,7 +7,7 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 
 def pin_xdist_worker() -> Optional[int]:
@@ -34,6 +34,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 from fedbn_bench.config.schema import register_schemas
+from fedbn_bench.engine.backends import stacked
 from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.engine.simulation import Simulation
 from fedbn_bench.records.loggers import NullLogger
@@ -85,6 +86,21 @@ def sweep_presets() -> list[str]:
     return [path.relative_to(CONF / "experiment").with_suffix("").as_posix()
             for path in sorted((CONF / "experiment").rglob("*.yaml"))
             if OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params")]
+
+
+def watch_local_steps(monkeypatch, mode: Callable[[], Any]) -> list:
+    """Run every stacked backend's local steps of a round inside a fresh ``mode()`` (a dispatch or
+    function mode); returns the list each used mode is appended to."""
+    seen: list = []
+    run = stacked.run_local_steps
+
+    def watched(*args, **kwargs):
+        with mode() as watcher:
+            run(*args, **kwargs)
+        seen.append(watcher)
+
+    monkeypatch.setattr(stacked, "run_local_steps", watched)
+    return seen
 
 
 def build_simulation(overrides: list[str], run_dir: Path, rounds: int = 2, dtype: torch.dtype = torch.float64,

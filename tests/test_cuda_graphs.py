@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import build_simulation, compose_config
+from conftest import build_simulation, compose_config, watch_local_steps
 from fedbn_bench.engine.backends import stacked
 from fedbn_bench.engine.graphs import (CAPTURED, GraphedSteps, SyncProbe, check_mode, graph_status, run_reason,
                                        sync_reason)
@@ -79,15 +79,7 @@ def test_the_probe_sees_host_reads_and_masks_only():
 def test_a_packed_local_step_never_synchronises(tmp_path, monkeypatch):
     """FedAvg with momentum, weight decay and clipping on a packed Simple-CNN with BatchNorm:
     nothing inside the round's local steps reads a device value on the host."""
-    probes = []
-
-    def probed(*args, **kwargs):
-        with SyncProbe() as probe:
-            stacked_steps(*args, **kwargs)
-        probes.append(probe)
-
-    stacked_steps = stacked.run_local_steps
-    monkeypatch.setattr(stacked, "run_local_steps", probed)
+    probes = watch_local_steps(monkeypatch, SyncProbe)
     sim = build_simulation([*SMALL[:-1], "algo.local_steps=3", "norm=bn", "algo=fedavg"], tmp_path, rounds=1,
                            dtype=torch.float32, engine="packed")
     assert sim.fed.algo.clip_grad_norm and sim.fed.algo.cfg.momentum

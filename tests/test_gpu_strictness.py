@@ -19,9 +19,8 @@ import collections
 import pytest
 import torch
 
-from conftest import build_simulation, compose_config
+from conftest import build_simulation, compose_config, watch_local_steps
 from gpu_strict import CudaShapeRules, HostSyncCounter, HostTensorCounter
-from fedbn_bench.engine.backends import stacked
 from fedbn_bench.engine.backends.stacked import StackedBackend
 from fedbn_bench.norms import NORMS
 from fedbn_bench.runner import run_experiment
@@ -71,15 +70,7 @@ dual BNs are never captured: ``engine/graphs.py``)."""
 
 
 def host_tensors_in_local_steps(overrides: list[str], engine: str, steps: int, tmp_path, monkeypatch):
-    counters = []
-
-    def counted(*args, **kwargs):
-        with HostTensorCounter() as counter:
-            local_steps(*args, **kwargs)
-        counters.append(counter)
-
-    local_steps = stacked.run_local_steps
-    monkeypatch.setattr(stacked, "run_local_steps", counted)
+    counters = watch_local_steps(monkeypatch, HostTensorCounter)
     sim = build_simulation([*BASE, *overrides, f"algo.local_steps={steps}"], tmp_path / str(steps), 1,
                            torch.float32, engine)
     if not isinstance(sim.backend, StackedBackend):
