@@ -331,7 +331,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         print_status(survey(root, cells), time.time())
         return 0
     if args.harvest:
-        print("\n".join(harvest(root, cells, args.harvest.resolve())) or "nothing new finished")
+        copied = harvest(root, cells, args.harvest.resolve())
+        print("\n".join(copied) or "nothing new finished")
+        if copied:
+            print("next: python scripts/claims.py (the page, and results/claims/declared.json naming these runs), "
+                  "then commit the runs and both files together")
         return 0
     if args.pause or args.resume:
         sent = signal_running(root, cells, signal.SIGSTOP if args.pause else signal.SIGCONT)

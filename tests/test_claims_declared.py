@@ -13,7 +13,8 @@ from conftest import CONF
 from fedbn_bench.figures.claims import CLAIMS
 from fedbn_bench.figures.claims.base import Check, Claim, Control, Quantity, judge
 from fedbn_bench.figures.claims.declared import (
-    AFTER, BEFORE, DATA, UNRECORDED, WITH, Declared, check_key, control_key, is_repository, positions, refresh)
+    AFTER, BEFORE, DATA, UNRECORDED, WITH, Declared, check_key, control_key, is_repository, positions, refresh,
+    run_commits, uncommitted_runs)
 from fedbn_bench.figures.claims.report import claims_md
 
 ROOT = CONF.parent
@@ -58,6 +59,25 @@ def test_the_page_marks_a_threshold_and_a_control_declared_after_their_runs(tmp_
            "run they read, 0 in the same commit as their runs, 2 after their runs and 0 are not recorded" in md
     record = Declared({**record.declarations, control_key(claim, claim.controls[0]): ["c000001", 1]}, record.runs)
     assert "as it must. Declared at `c000001`, before its runs." in claims_md([verdict], record)
+
+
+def test_a_harvested_run_not_yet_committed_is_recorded_as_not_committed(tmp_path):
+    """A harvest commits its runs with the refreshed record, so the record must already name them (as not
+    committed): the CI failure of 3858824, whose record lacked the run it committed."""
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       check=True, capture_output=True)
+    git("init", "-q")
+    for seed in (0, 1, 2):
+        (tmp_path / RUNS / f"seed{seed}").mkdir(parents=True)
+        (tmp_path / RUNS / f"seed{seed}" / "summary.json").write_text("{}")
+    git("add", f"{RUNS}/seed0")
+    git("commit", "-q", "-m", "first run")
+    git("add", f"{RUNS}/seed1")
+    place = positions(tmp_path)
+    assert list(run_commits(tmp_path, [RUNS], place)) == [f"{RUNS}/seed0"]
+    assert uncommitted_runs(tmp_path, [RUNS]) == [f"{RUNS}/seed1", f"{RUNS}/seed2"]
+    assert uncommitted_runs(tmp_path, ["results/elsewhere"]) == []
 
 
 @pytest.mark.skipif(not is_repository(ROOT), reason="needs the repository's git history")

@@ -167,7 +167,7 @@ def test_harvest_copies_finished_runs_without_checkpoints_once(root, tmp_path_fa
     (done / "summary.json").write_text(json.dumps({"status": "completed", "wall_time_s": 88.4}))
     (unfinished / "summary.json").write_text(json.dumps({"status": "interrupted"}))
     assert run_main(root, "--harvest", str(checkout)) == 0
-    assert capsys.readouterr().out == f"{RUNS}/fedavg-seed1: completed, 88 s\n"
+    assert capsys.readouterr().out.startswith(f"{RUNS}/fedavg-seed1: completed, 88 s\nnext: python scripts/claims.py")
     assert sorted(p.relative_to(checkout).as_posix() for p in checkout.rglob("*") if p.is_file()) == [
         f"{RUNS}/fedavg-seed1/.hydra/overrides.yaml", f"{RUNS}/fedavg-seed1/summary.json"]
     assert run_main(root, "--harvest", str(checkout)) == 0

@@ -145,6 +145,17 @@ def trees(claims: Iterable[Any]) -> set[str]:
     return out
 
 
+def uncommitted_runs(repo: Path, trees: Iterable[str]) -> list[str]:
+    """The run directories under ``trees`` whose ``summary.json`` is in the working tree but not yet committed
+    (a harvest about to be committed with the record: recorded as not committed, dated by the next refresh)."""
+    paths = [t for t in trees if (repo / t).exists()]
+    if not paths:
+        return []
+    listed = git(repo, "ls-files", "--others", "--exclude-standard", "--", *paths)
+    listed += git(repo, "diff", "--name-only", "--diff-filter=A", "--cached", "--", *paths)
+    return sorted({p.rsplit("/", 1)[0] for p in listed.splitlines() if p.endswith("/summary.json")})
+
+
 def is_repository(repo: Path) -> bool:
     return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True).returncode == 0
 
@@ -157,7 +168,10 @@ def refresh(repo: Path, claims: Iterable[Any]) -> dict:
     def stamp(commit: Optional[str]) -> Optional[list]:
         return None if commit is None else [commit[:7], place[commit]]
 
-    runs = {run: stamp(c) for run, c in run_commits(repo, trees(claims), place).items()}
+    read = trees(claims)
+    runs = {run: stamp(c) for run, c in run_commits(repo, read, place).items()}
+    for run in uncommitted_runs(repo, read):
+        runs.setdefault(run, None)
     return {"declarations": {k: stamp(c) for k, c in declaration_commits(repo, all_keys(claims)).items()},
             "runs": dict(sorted(runs.items()))}
 
