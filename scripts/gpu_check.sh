@@ -6,7 +6,8 @@
 # keeps its finished rows.
 #
 #   scripts/gpu_check.sh --fetch     where a package index is reachable: put the wheels into .whl/
-#   scripts/gpu_check.sh             call 1, correctness (at most 5 min): CUDA graphs on/off for the default
+#   scripts/gpu_check.sh             call 1, correctness (at most 6 min): which graph memory pool captures
+#                                    (scripts/gpu_pool_probe.py), CUDA graphs on/off for the default
 #                                    run, vmap + HBN, HBN mixing=fixed, FedAdam and hbn_cifar10
 #                                    (scripts/gpu_graphs_check.py), the CUDA tier's graph and memory cases,
 #                                    the float32 engine equivalence on this machine's CPU
@@ -29,13 +30,14 @@ LIST=scripts/gpu_wheels.txt
 RESULTS=${RESULTS:-results/bench}
 PRESETS=(hbn_cifar10 fbn_cifar10 fedbn_digits)
 CONFIGS=packed,packed_eager,vmap,loop,typical,replicas
-CHECK_BUDGET_S=300
+CHECK_BUDGET_S=360
 SPEED_BUDGET_S=480
 # Time limits in seconds. Measured on the H200 at 02ecf67: the whole tier took 47 s with -n 8; hbn_cifar10
 # 6.82 s a round on the typical loop, 4.50 on loop, 0.70 on packed (packed first: the graphs' gain is the
 # row that matters), about 10 s of start-up per process.
 DEVICE_S=30
 INSTALL_S=30
+POOL_S=60
 GRAPHS_S=150
 TIER_GRAPHS_S=60
 EQUIVALENCE_S=30
@@ -48,7 +50,8 @@ LOG=$RESULTS/gpu_check.log
 SPEED_LOG=$RESULTS/gpu_speed.log
 TIER_LOG=$RESULTS/gpu_tests.log
 GRAPHS_CSV=$RESULTS/gpu_graphs_check.csv
-CHECK_OUTPUTS=("$LOG" "$TIER_LOG" "$GRAPHS_CSV")
+POOL_LOG=$RESULTS/gpu_pool_probe.txt
+CHECK_OUTPUTS=("$LOG" "$TIER_LOG" "$GRAPHS_CSV" "$POOL_LOG")
 SPEED_OUTPUTS=("$SPEED_LOG" $(for preset in "${PRESETS[@]}"; do echo "$RESULTS/gpu_$preset.csv"; done))
 mode=${1:-run}
 
@@ -64,7 +67,7 @@ bench_command() {  # the bench invocation of one preset
     echo "$command${BENCH_ARGS[$1]:+ ${BENCH_ARGS[$1]}}"
 }
 
-check_total_s() { echo $((DEVICE_S + INSTALL_S + GRAPHS_S + TIER_GRAPHS_S + EQUIVALENCE_S)); }
+check_total_s() { echo $((DEVICE_S + INSTALL_S + POOL_S + GRAPHS_S + TIER_GRAPHS_S + EQUIVALENCE_S)); }
 
 speed_total_s() {
     local total=$((DEVICE_S + INSTALL_S + TIER_S)) preset
@@ -76,9 +79,10 @@ steps() {
     echo "call 1 (scripts/gpu_check.sh):"
     echo "1. device: $PYTHON -c 'import torch; torch.cuda.is_available()' (limit ${DEVICE_S} s)"
     echo "2. install: $PYTHON -m pip install --no-index --no-deps --target $SITE $WHEELS/*.whl; PYTHONPATH=$SITE:src (limit ${INSTALL_S} s)"
-    echo "3. graphs: $PYTHON scripts/gpu_graphs_check.py --out $GRAPHS_CSV (limit ${GRAPHS_S} s)"
-    echo "4. CUDA tier, graphs: $PYTHON -m pytest -m cuda tests/test_cuda.py -k 'graphed or graphs' -> $TIER_LOG (limit ${TIER_GRAPHS_S} s)"
-    echo "5. float32 equivalence on this CPU: $PYTHON -m pytest tests/test_engine_equivalence.py -k f32 (limit ${EQUIVALENCE_S} s)"
+    echo "3. pool probe: $PYTHON scripts/gpu_pool_probe.py --out $POOL_LOG (limit ${POOL_S} s)"
+    echo "4. graphs: $PYTHON scripts/gpu_graphs_check.py --out $GRAPHS_CSV (limit ${GRAPHS_S} s)"
+    echo "5. CUDA tier, graphs: $PYTHON -m pytest -m cuda tests/test_cuda.py -k 'graphed or graphs' -> $TIER_LOG (limit ${TIER_GRAPHS_S} s)"
+    echo "6. float32 equivalence on this CPU: $PYTHON -m pytest tests/test_engine_equivalence.py -k f32 (limit ${EQUIVALENCE_S} s)"
     echo "call 2 (scripts/gpu_check.sh --speed):"
     echo "1-2. device and install as above"
     echo "3. CUDA tier: $PYTHON -m pytest -m cuda tests/test_cuda.py tests/test_data.py -k 'not graphed and not graphs' (limit ${TIER_S} s)"
@@ -159,6 +163,7 @@ finish() {  # NAME: the call's verdict
 
 check() {
     prepare || { finish correctness; return 1; }
+    step "pool probe" "$POOL_S" - "$PYTHON" scripts/gpu_pool_probe.py --out "$POOL_LOG"
     step graphs "$GRAPHS_S" - "$PYTHON" scripts/gpu_graphs_check.py --out "$GRAPHS_CSV"
     step "CUDA tier, graphs" "$TIER_GRAPHS_S" "$TIER_LOG" "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider -n 8 \
         tests/test_cuda.py -k "graphed or graphs"

@@ -12,7 +12,7 @@ from fedbn_bench.engine.backends import stacked
 from fedbn_bench.engine.graphs import (CAPTURED, GraphedSteps, SyncProbe, check_mode, graph_status, run_reason,
                                        sync_reason)
 from fedbn_bench.engine.replicas import ReplicaGroup
-from fedbn_bench.engine.step_graph import CudaStepGraph, TracedStepGraph
+from fedbn_bench.engine.step_graph import AnchoredPool, CudaStepGraph, TracedStepGraph
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.norms import NORMS
 from fedbn_bench.runner import run_experiment
@@ -249,7 +249,7 @@ class FakeCudaGraph:
 def fake_cuda(monkeypatch):
     """Runs ``engine.cuda_graphs=emulate`` on ``FakeCudaGraph`` instead of the traced graph."""
     monkeypatch.setattr(FakeCudaGraph, "captures", [])
-    monkeypatch.setattr(stacked, "step_graph_maker", lambda mode: FakeCudaGraph)
+    monkeypatch.setattr(stacked, "step_graph_maker", lambda mode, device: FakeCudaGraph)
     return FakeCudaGraph
 
 
@@ -309,6 +309,46 @@ def test_on_refuses_a_round_that_falls_back(tmp_path, fake_cuda, monkeypatch):
         setattr(self, "reason", "the local step synchronises with the host (nonzero)"), step(n, x, y)))
     with pytest.raises(RuntimeError, match=r"round 1's local steps ran eagerly: the local step synchronises"):
         sim.run_round(0)
+
+
+class CountedPoolGraph:
+    """A CUDA graph as torch 2.11's caching allocators (host and device alike) count the pool it captures
+    into: the first capture into a pool makes it with use count 1, each later one adds 1 and asserts the
+    count is above 0 (a pool whose graphs are all gone is not made again), the graph's end subtracts 1."""
+
+    use_counts: dict = {}
+
+    def __init__(self) -> None:
+        self.pool = None
+
+    def capture_begin(self, pool=None) -> None:
+        count = CountedPoolGraph.use_counts.get(pool)
+        if count == 0:
+            raise RuntimeError("it->second->use_count > 0 INTERNAL ASSERT FAILED at CachingHostAllocator.h")
+        CountedPoolGraph.use_counts[pool] = (count or 0) + 1
+        self.pool = pool
+
+    def capture_end(self) -> None:
+        pass
+
+    def __del__(self) -> None:
+        if self.pool in CountedPoolGraph.use_counts:
+            CountedPoolGraph.use_counts[self.pool] -= 1
+
+
+def test_a_rounds_graphs_are_dropped_before_the_next_round_captures_into_the_same_pool(monkeypatch):
+    """The H200's failure at round 2 (results/bench/gpu_check.log): the anchor keeps the shared pool's
+    count above 0 between rounds; without it the second round's capture asserts."""
+    monkeypatch.setattr(CountedPoolGraph, "use_counts", {})
+    monkeypatch.setattr(CudaStepGraph, "on_side_stream", lambda self, work: work())
+    make = AnchoredPool(torch.device("cpu"), stream=object(), pool=(0, 1), new_graph=CountedPoolGraph)
+    for _ in range(3):
+        graphs = [make() for _ in range(2)]
+        for graph in graphs:
+            graph.capture(lambda: None)
+        assert CountedPoolGraph.use_counts == {(0, 1): 3}
+        del graphs, graph
+    assert CountedPoolGraph.use_counts == {(0, 1): 1}
 
 
 def test_a_failed_cuda_capture_reports_the_steps_own_error(monkeypatch):

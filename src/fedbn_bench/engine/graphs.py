@@ -42,7 +42,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from fedbn_bench.engine.local_steps import OneStep
-from fedbn_bench.engine.step_graph import CudaStepGraph, StepGraph, TracedStepGraph
+from fedbn_bench.engine.step_graph import AnchoredPool, StepGraph, TracedStepGraph
 from fedbn_bench.errors import ConfigError
 
 GRAPH_MODES = ("auto", "on", "off", "emulate")
@@ -116,23 +116,15 @@ def sync_reason(synchronising: list[str]) -> Optional[str]:
     return None
 
 
-def step_graph_maker(mode: str) -> Callable[[], StepGraph]:
-    """The recorded steps of a run under ``mode``: its traced stand-in for ``emulate``, else CUDA graphs
+def step_graph_maker(mode: str, device: torch.device) -> Callable[[], StepGraph]:
+    """The recorded steps of a run on ``device`` under ``mode``: its traced stand-in for ``emulate``, else CUDA graphs
     on one side stream sharing one memory pool, made once per run (safe: a round replays a graph only
     until the next one is captured, as the active clients only shrink, and never replays an earlier
-    round's). A ``torch.cuda.MemPool`` (torch >= 2.5) holds the pool for the whole run, so the memory
-    of a round's graphs returns to it when they are dropped, and the next round's captures reuse it."""
+    round's); ``step_graph.AnchoredPool`` keeps the pool alive between rounds, so a round's captures reuse
+    the memory the last round's graphs freed."""
     if mode == "emulate":
         return TracedStepGraph
-    stream = torch.cuda.Stream()
-    holder = torch.cuda.MemPool() if hasattr(torch.cuda, "MemPool") else None
-    pool = holder.id if holder is not None else torch.cuda.graph_pool_handle()
-
-    def make() -> StepGraph:
-        make.holder = holder  # the pool lives as long as the maker
-        return CudaStepGraph(stream, pool)
-
-    return make
+    return AnchoredPool(device)
 
 
 class CaptureFailed(RuntimeError):

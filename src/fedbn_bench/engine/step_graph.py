@@ -20,7 +20,7 @@ at capture; what changes between replays is only what lies in the recorded tenso
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -46,8 +46,9 @@ class CudaStepGraph:
 
     runs_on_capture = False
 
-    def __init__(self, stream: torch.cuda.Stream, pool: Any) -> None:
-        self.graph = torch.cuda.CUDAGraph()
+    def __init__(self, stream: Optional[torch.cuda.Stream], pool: Any,
+                 new_graph: Callable[[], Any] = torch.cuda.CUDAGraph) -> None:
+        self.graph = new_graph()
         self.stream, self.pool = stream, pool
 
     def on_side_stream(self, work: Callable[[], None]) -> None:
@@ -70,7 +71,7 @@ class CudaStepGraph:
                 try:
                     self.graph.capture_end()
                 except RuntimeError:
-                    pass
+                    abandon_capture(self.pool)
                 raise
             self.graph.capture_end()
 
@@ -78,6 +79,49 @@ class CudaStepGraph:
 
     def replay(self) -> None:
         self.graph.replay()
+
+
+def abandon_capture(pool: Any) -> None:
+    """Best effort after a capture whose end failed (CUDA's end of capture raised before PyTorch's
+    bookkeeping ran): the caching allocator stops routing this stream's allocations to ``pool``, and
+    the device generators leave capture mode, so that the round can be re-run eagerly (on an H200 with
+    torch 2.11 the eager re-run failed in dropout, "Offset increment outside graph capture encountered
+    unexpectedly", and a later ``empty_cache`` asserted ``captures_underway.empty()``). Not yet run on a
+    GPU (issue 51): ``engine.cuda_graphs`` defaults to ``off``."""
+    if not torch.cuda.is_available():
+        return
+    device = torch.cuda.current_device()
+    try:
+        torch._C._cuda_endAllocateToPool(device, pool)
+    except (RuntimeError, TypeError):
+        pass
+    generator = torch.cuda.default_generators[device]
+    try:
+        generator.graphsafe_set_state(generator.clone_state())
+    except (RuntimeError, AttributeError):
+        pass
+
+
+class AnchoredPool:
+    """The run's CUDA graphs (``graphs.step_graph_maker``): one side stream, one memory pool, and an
+    anchor graph captured into the pool first and held as long as this object. Each round's graphs are
+    dropped before the next round captures; without a graph alive in between, the pool's use count falls
+    to 0 and the next capture into it fails (torch 2.11 on an H200: the host allocator's
+    ``use_count > 0`` assertion in ``capture_begin``, even with a ``torch.cuda.MemPool`` holding the
+    device side; the device allocator asserts the same for a ``graph_pool_handle``). The anchor keeps the
+    count at 1 or more on both sides, so a round's captures reuse the memory the last round's freed."""
+
+    def __init__(self, device: torch.device, stream: Optional[torch.cuda.Stream] = None, pool: Any = None,
+                 new_graph: Callable[[], Any] = torch.cuda.CUDAGraph) -> None:
+        self.stream = torch.cuda.Stream(device) if stream is None else stream
+        self.pool = torch.cuda.graph_pool_handle() if pool is None else pool
+        self.new_graph = new_graph
+        self.cell = torch.zeros(1, device=device)
+        self.anchor = self()
+        self.anchor.capture(lambda: self.cell.add_(1))
+
+    def __call__(self) -> CudaStepGraph:
+        return CudaStepGraph(self.stream, self.pool, self.new_graph)
 
 
 Recorded = tuple[Any, tuple, dict, Any]

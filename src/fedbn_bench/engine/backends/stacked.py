@@ -228,7 +228,7 @@ class StackedBackend(Backend):
         if mode is None or (record is not None and record.off):
             return None
         if self.make_graph is None:
-            self.make_graph = step_graph_maker(mode)
+            self.make_graph = step_graph_maker(mode, next(self.ctx.model.parameters()).device)
         return GraphedSteps(self.make_graph)
 
     def turn_graphs_off(self, failure: CaptureFailed, round_idx: int) -> None:
