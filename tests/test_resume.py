@@ -4,6 +4,7 @@ in-process for several norm/algorithm states, and with a real ``SIGKILL`` of ``r
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from conftest import ROOT, compose_config
 from fedbn_bench.engine import checkpoint as ckpt
 from fedbn_bench.engine.round import RoundRunner
 from fedbn_bench.errors import ConfigError
+from fedbn_bench.records.loggers import drop_earlier_segments
 from fedbn_bench.runner import run_experiment
 
 SMALL = ["model=simple_cnn", "num_clients=5", "clients_per_round=3", "batch_size=32", "eval_every=1"]
@@ -162,4 +164,16 @@ def test_a_resumed_run_keeps_one_wandb_folder(tmp_path, monkeypatch):
     resumed = run_experiment(compose_config([*common, f"resume={tmp_path / 'run'}"]), tmp_path / "run")
     assert resumed["status"] == "completed"
     run_id = (tmp_path / "run" / "wandb_id").read_text().strip()
-    assert [p.name.rsplit("-", 1)[-1] for p in (tmp_path / "run" / "wandb").glob("offline-run-*")] == [run_id]
+    folders = [p.name for p in (tmp_path / "run" / "wandb").glob("offline-run-*")]
+    assert len(folders) == 1 and re.fullmatch(rf"offline-run-\d{{8}}_\d{{6}}-{run_id}(-\d+)?", folders[0]), folders
+
+
+def test_the_earlier_wandb_folders_of_a_run_go_also_when_wandb_numbered_them(tmp_path):
+    """W&B appends ``-1`` to a folder whose second is taken (an interrupted run resumed within the second,
+    as under ``pytest -n 2``): the run is named by its id, not by the folder name's last part."""
+    names = ["offline-run-20261128_040101-ab12cd34", "offline-run-20261128_040101-ab12cd34-1",
+             "offline-run-20261128_040102-ab12cd34-2", "offline-run-20261128_040101-ffff0000", "latest-run"]
+    for name in names:
+        (tmp_path / name).mkdir()
+    drop_earlier_segments(tmp_path / names[2], "ab12cd34")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[2:])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import netrc
 import os
+import re
 import secrets
 import shutil
 from pathlib import Path
@@ -53,7 +54,7 @@ class WandbLogger:
             settings=wandb.Settings(silent=True, console="off"),
             reinit="create_new",  # replicas=k: k runs open at once in one process
         )
-        drop_earlier_segments(Path(self.run.dir).parent)
+        drop_earlier_segments(Path(self.run.dir).parent, self.run.id)
 
     def log(self, row: dict[str, Any], step: int) -> None:
         self.run.log(row, step=step)
@@ -63,13 +64,14 @@ class WandbLogger:
         self.run.finish(exit_code=0 if summary.get("status") == "completed" else 1)
 
 
-def drop_earlier_segments(current: Path) -> None:
-    """Remove the W&B folders of the same run that earlier processes wrote beside ``current`` (this process's
-    ``wandb/offline-run-<time>-<id>``): a resumed run logs its whole history again (``RunLoop.restore``), so its
-    newest folder holds everything, and a run keeps one folder across resumes for ``wandb sync`` to upload."""
-    run = current.name.rsplit("-", 1)[-1]
-    for earlier in current.parent.glob(f"*-run-*-{run}"):
-        if earlier != current and earlier.is_dir():
+def drop_earlier_segments(current: Path, run: str) -> None:
+    """Remove the W&B folders of run ``run`` that earlier processes wrote beside ``current`` (this process's
+    ``wandb/offline-run-<time>-<run>``, with ``-<n>`` appended by W&B when a folder of that second exists): a
+    resumed run logs its whole history again (``RunLoop.restore``), so its newest folder holds everything, and a
+    run keeps one folder across resumes for ``wandb sync`` to upload."""
+    for earlier in current.parent.glob("*-run-*"):
+        if earlier != current and earlier.is_dir() and re.fullmatch(rf".*-run-.*-{re.escape(run)}(-\d+)?",
+                                                                       earlier.name):
             shutil.rmtree(earlier, ignore_errors=True)
 
 
