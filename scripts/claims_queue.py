@@ -25,6 +25,7 @@ queue detached, from a worktree at a fixed commit (``docs/claims.md``). One queu
     python scripts/claims_queue.py --pause      SIGSTOP every running job (a quiet machine for a benchmark)
     python scripts/claims_queue.py --resume     SIGCONT them
     python scripts/claims_queue.py --harvest CHECKOUT   copy the finished runs CHECKOUT lacks into it
+    python scripts/claims_queue.py --plan [--longest-first]   the runs left to start, for scripts/gpu_claims.sh
 """
 from __future__ import annotations
 
@@ -235,6 +236,16 @@ def signal_running(root: Path, cells: list[Cell], signum: int) -> int:
     return sent
 
 
+def plan(root: Path, cells: list[Cell], longest_first: bool = False) -> list[str]:
+    """One tab-separated line per cell neither finished nor running under ``root``: its run directory, its
+    estimated CPU-seconds (whole), then its command's arguments (``Cell.command`` without the runner, ``FIXED``
+    included). ``longest_first``: the costliest deciders' cells first, queue order among equals."""
+    left = [row.cell for row in survey(root, cells) if row.state in ("queued", "failed")]
+    if longest_first:
+        left.sort(key=lambda cell: -cell.decider.seconds)
+    return ["\t".join([cell.run_dir, f"{cell.decider.seconds:.0f}", *cell.command([])]) for cell in left]
+
+
 def harvest(root: Path, cells: list[Cell], into: Path) -> list[str]:
     """Copy each finished run missing under ``into`` (a checkout) there, without its checkpoints (``*.pt``,
     gitignored); one line per run copied: its directory, status and wall time."""
@@ -321,6 +332,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     action.add_argument("--resume", action="store_true", help="SIGCONT the running jobs")
     action.add_argument("--harvest", type=Path, metavar="CHECKOUT",
                         help="copy the finished runs CHECKOUT lacks into it (no checkpoints), with their wall times")
+    action.add_argument("--plan", action="store_true",
+                        help="the runs neither finished nor running, one a line: run directory, CPU-seconds, "
+                             "arguments (tab-separated)")
+    parser.add_argument("--longest-first", action="store_true", help="--plan: the costliest runs first")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         print(f"error: --jobs {args.jobs}: at least 1", file=sys.stderr)
@@ -329,6 +344,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     cells = [cell for decider in read_queue(args.queue) for cell in expand(decider)]
     if args.status:
         print_status(survey(root, cells), time.time())
+        return 0
+    if args.plan:
+        for line in plan(root, cells, args.longest_first):
+            print(line)
         return 0
     if args.harvest:
         copied = harvest(root, cells, args.harvest.resolve())

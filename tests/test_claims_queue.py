@@ -172,3 +172,22 @@ def test_harvest_copies_finished_runs_without_checkpoints_once(root, tmp_path_fa
         f"{RUNS}/fedavg-seed1/.hydra/overrides.yaml", f"{RUNS}/fedavg-seed1/summary.json"]
     assert run_main(root, "--harvest", str(checkout)) == 0
     assert capsys.readouterr().out == "nothing new finished\n"
+
+
+def test_plan_lists_the_cells_left_with_their_estimate_and_command(root, capsys):
+    (root / "queue.txt").write_text(f"fedbn/fig9_3000_steps {RUNS} 100 seed=1\n"
+                                    f"fedbn/fig9_3000_steps {RUNS} 200 +experiment/fedbn/method=fedbn seed=2,3\n")
+    finished = root / RUNS / "fedavg-seed1"
+    finished.mkdir(parents=True)
+    (finished / "summary.json").write_text(json.dumps({"status": "completed"}))
+    [held] = [c for d in queue.read_queue(root / "queue.txt") for c in queue.expand(d) if c.subdir == "fedbn-seed3"]
+    fd = queue.try_lock(queue.lock_path(root, held))
+    try:
+        assert run_main(root, "--plan", "--longest-first") == 0
+    finally:
+        os.close(fd)
+    assert [line.split("\t") for line in capsys.readouterr().out.splitlines()] == [
+        [f"{RUNS}/fedbn-seed2", "200", "-m", "experiment=fedbn/fig9_3000_steps", "+experiment/fedbn/method=fedbn",
+         "seed=2", f"hydra.sweep.dir={RUNS}", "hydra.sweep.subdir=fedbn-seed2", *queue.FIXED],
+        [f"{RUNS}/fedbn-seed1", "100", "-m", "experiment=fedbn/fig9_3000_steps", "+experiment/fedbn/method=fedbn",
+         "seed=1", f"hydra.sweep.dir={RUNS}", "hydra.sweep.subdir=fedbn-seed1", *queue.FIXED]]
