@@ -36,8 +36,9 @@ def attacked(runs: str, norm: str, scenario: str, **where) -> Quantity:
 UNDEFENDED = {"sf": attacked(FIG4, "fbn", "sf"), "foe": attacked(CONTROLS, "fbn", "foe"),
               "alie": attacked(CONTROLS, "fbn", "alie")}
 """FBN under each attack with no defense (the server averages): the outcome that would fail a defense claim."""
-DECIDED_FIG4 = ("the reduced setting at the paper's length, 3000 steps (lr thirds at 1000 / 2000): "
-                "`experiment=fbn/fig4_3000_fmnist`, 9 runs of about 30 CPU-minutes; `scripts/gpu_claims.sh` on a GPU")
+DECIDED_FIG4 = ("the reduced setting at the paper's length and client momentum, 3000 steps (lr thirds at 1000 / "
+                "2000): `experiment=fbn/fig4_3000_momentum_fmnist` and `fbn/fig8_10_3000_momentum_fmnist`, 13 runs of "
+                "about an hour at one thread (scripts/claims_queue.txt; `scripts/gpu_claims.sh` on a GPU)")
 
 
 def undefended(attack: str, label: str, quantity: str) -> Control:
