@@ -11,8 +11,9 @@ from conftest import build_simulation, compose_config, watch_local_steps
 from fedbn_bench.engine.backends import stacked
 from fedbn_bench.engine.graphs import (CAPTURED, GraphedSteps, SyncProbe, check_mode, graph_status, run_reason,
                                        sync_reason)
+from fedbn_bench.engine import step_graph
 from fedbn_bench.engine.replicas import ReplicaGroup
-from fedbn_bench.engine.step_graph import AnchoredPool, CudaStepGraph, TracedStepGraph
+from fedbn_bench.engine.step_graph import AnchoredPool, CudaStepGraph, TracedStepGraph, abandon_capture
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.norms import NORMS
 from fedbn_bench.runner import run_experiment
@@ -351,6 +352,35 @@ def test_a_rounds_graphs_are_dropped_before_the_next_round_captures_into_the_sam
     assert CountedPoolGraph.use_counts == {(0, 1): 1}
 
 
+def test_an_abandoned_capture_ends_the_pools_routing_and_the_generators_capture(monkeypatch):
+    """After a capture whose end failed, the caching allocator stops routing to the pool and the device generator
+    gets a fresh state (out of capture mode), as the eager re-run of the round needs; each step is best effort."""
+    calls = []
+
+    class Generator:
+        def clone_state(self):
+            return "fresh state"
+
+        def graphsafe_set_state(self, state):
+            calls.append(("generator", state))
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "default_generators", (Generator(),), raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_endAllocateToPool", lambda device, pool: calls.append(("pool", device, pool)),
+                        raising=False)
+    abandon_capture((0, 7))
+    assert calls == [("pool", 0, (0, 7)), ("generator", "fresh state")]
+
+    def not_routing(device, pool):
+        raise RuntimeError("endAllocatePool: not currently recording to mempool_id")
+
+    monkeypatch.setattr(torch._C, "_cuda_endAllocateToPool", not_routing, raising=False)
+    calls.clear()
+    abandon_capture((0, 7))
+    assert calls == [("generator", "fresh state")]
+
+
 def test_a_failed_cuda_capture_reports_the_steps_own_error(monkeypatch):
     """``CudaStepGraph``: ending a broken capture raises about the capture; the step's error is the one seen."""
     class BrokenGraph:
@@ -367,5 +397,8 @@ def test_a_failed_cuda_capture_reports_the_steps_own_error(monkeypatch):
     def step():
         raise RuntimeError("the step's own error")
 
+    abandoned = []
+    monkeypatch.setattr(step_graph, "abandon_capture", abandoned.append)
     with pytest.raises(RuntimeError, match="the step's own error"):
         graph.capture(step)
+    assert abandoned == [None]    # the graph's pool, after its end failed
