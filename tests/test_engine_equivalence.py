@@ -106,12 +106,17 @@ def assert_float32_equivalent(overrides: list[str], tmp_path, engine: str) -> Si
     exact, own, theirs = sim_state(reference), sim_state(loop), sim_state(stacked)
     assert exact.keys() == own.keys() == theirs.keys()
     eps = torch.finfo(torch.float32).eps
+    over = []
     for key, value in exact.items():
         loop_error = (own[key] - value).abs().max().item()
         engine_error = (theirs[key] - value).abs().max().item()
         bound = max(FLOAT32_ERROR_FACTOR * loop_error, FLOAT32_FLOOR_ULPS * eps * value.abs().max().item())
-        assert engine_error <= bound, (f"{key}: engine={engine} float32 error {engine_error:.3g} against float64, "
-                                       f"the float32 loop's {loop_error:.3g} (bound {bound:.3g})")
+        if engine_error > bound:
+            where = divmod(int((theirs[key] - value).abs().argmax()), max(value[0].numel(), 1))[0] if value.dim() else 0
+            over.append(f"{key}: engine={engine} float32 error {engine_error:.3g} against float64 (largest in "
+                        f"row {where} of {len(value) if value.dim() else 1}), the float32 loop's {loop_error:.3g} "
+                        f"(bound {bound:.3g})")
+    assert not over, "\n".join(over)
     return loop
 
 
