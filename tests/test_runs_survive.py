@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -259,6 +260,29 @@ def test_the_sweep_report_lists_diverged_missing_and_broken_summaries(tmp_path, 
     assert stop.value.code == 1 and "3 job(s) did not complete" in err
     assert "1_b: diverged after round 2" in err and "2_c: no summary.json" in err
     assert f"3_d: {tmp_path / '3_d' / 'summary.json'} is unreadable" in err
+
+
+def test_a_run_another_live_process_holds_is_listed_as_running_not_failed(tmp_path, capsys):
+    """Two sweeps into one directory (the claims queue runs one cell a process): a completed sweep does not
+    fail on the other's run still going; a lock left by a dead process is a failure as before."""
+    for name in ("0_done", "1_running", "2_killed"):
+        (tmp_path / name / ".hydra").mkdir(parents=True)
+    RunRecorder(tmp_path / "0_done").write_summary({"status": "completed", "rounds_completed": 2})
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        for name, pid in (("1_running", other.pid), ("2_killed", 2 ** 22 + 17)):
+            (tmp_path / name / ".run.lock").write_text(json.dumps({"pid": pid, "host": socket.gethostname()}))
+        with pytest.raises(SystemExit):
+            report(tmp_path)
+        err = capsys.readouterr().err
+        assert f"1_running: running in process {other.pid}" in err and "1 job(s) did not complete" in err
+        assert "2_killed: no summary.json" in err and "1_running: no summary.json" not in err
+        (tmp_path / "2_killed" / ".run.lock").unlink()
+        RunRecorder(tmp_path / "2_killed").write_summary({"status": "completed", "rounds_completed": 2})
+        report(tmp_path)
+        assert "1 job(s) still running in other processes" in capsys.readouterr().err
+    finally:
+        other.kill()
 
 
 # -- 5. a full disk ------------------------------------------------------------------------------

@@ -63,6 +63,14 @@ def _replaceable(owner: dict[str, Any]) -> Optional[str]:
     return None
 
 
+def live_holder(run_dir: str | Path) -> Optional[str]:
+    """Who, other than this process, holds ``run_dir`` with a live run (``describe``'s line), else ``None``."""
+    owner = holder(run_dir)
+    if not owner or (owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname()):
+        return None
+    return None if _replaceable(owner) else describe(owner)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

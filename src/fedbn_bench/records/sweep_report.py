@@ -6,7 +6,9 @@ each, with their rounds), and prints one line per job that failed
 (its directory, error type, message and round), diverged, was interrupted, has no ``summary.json``
 (its process was killed, or its disk filled) or an unreadable one (the file is named), or failed before its
 first round beside a completed run (``FAILED_ATTEMPT``); it then ends
-the sweep with exit status 1.
+the sweep with exit status 1. A run directory under the sweep that another live process holds
+(``run_lock``: a second sweep into the same directory, e.g. the claims queue's jobs) is listed as still
+running and is not a failure of this sweep.
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
+
+from fedbn_bench.records.run_lock import live_holder
 
 
 def job_dirs(sweep_dir: str | Path) -> list[Path]:
@@ -27,9 +31,16 @@ def job_dirs(sweep_dir: str | Path) -> list[Path]:
 
 
 def unfinished_jobs(sweep_dir: str | Path) -> list[str]:
-    """One line per run under ``sweep_dir`` that did not complete (see the module docstring)."""
+    """One line per run under ``sweep_dir`` that did not complete and no other live process runs (see the
+    module docstring)."""
     return [f"{d.relative_to(sweep_dir)}: {problem}" for d in job_dirs(sweep_dir)
-            if (problem := job_problem(d)) is not None]
+            if (problem := job_problem(d)) is not None and live_holder(d) is None]
+
+
+def running_jobs(sweep_dir: str | Path) -> list[str]:
+    """One line per run under ``sweep_dir`` that another live process holds, naming it."""
+    return [f"{d.relative_to(sweep_dir)}: running in {owner}" for d in job_dirs(sweep_dir)
+            if job_problem(d) is not None and (owner := live_holder(d)) is not None]
 
 
 def completed_jobs(sweep_dir: str | Path) -> list[str]:
@@ -76,6 +87,11 @@ class FailedJobsReport(Callback):
         if completed := completed_jobs(config.hydra.sweep.dir):
             print(f"{len(completed)} job(s) completed in {config.hydra.sweep.dir}:", file=sys.stderr)
             for line in completed:
+                print(f"  {line}", file=sys.stderr)
+        if running := running_jobs(config.hydra.sweep.dir):
+            print(f"{len(running)} job(s) still running in other processes in {config.hydra.sweep.dir}:",
+                  file=sys.stderr)
+            for line in running:
                 print(f"  {line}", file=sys.stderr)
         lines = unfinished_jobs(config.hydra.sweep.dir)
         if not lines:
