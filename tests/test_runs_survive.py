@@ -21,7 +21,7 @@ import torch
 from conftest import ROOT, compose_config
 from fedbn_bench.engine import checkpoint as ckpt
 from fedbn_bench.engine.round import RoundRunner
-from fedbn_bench.errors import ConfigError
+from fedbn_bench.errors import ConfigError, Stopped
 from fedbn_bench.records import atomic
 from fedbn_bench.records.run_dirs import STAGED, RunDirectories, claim
 from fedbn_bench.records.run_records import RunRecorder
@@ -240,7 +240,31 @@ def test_sigterm_stops_a_parallel_sweep_and_each_running_job_records_it(tmp_path
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
     jobs = sorted(tmp_path.glob("[0-9]_*"))
-    assert len(jobs) == 2 and {summary(d)["stopped_by"] for d in jobs} == {"SIGTERM"}
+    summaries = {d.name: summary(d) for d in jobs}
+    assert len(jobs) == 2 and {s.get("stopped_by") for s in summaries.values()} == {"SIGTERM"}, json.dumps(summaries)
+
+
+def test_a_signal_during_a_checkpoint_write_stops_the_run_once_the_checkpoint_is_written(tmp_path, monkeypatch):
+    """SIGTERM in the middle of torch.save (under load, one job of a stopped sweep in a few: its run read
+    ``failed``, 'unexpected pos' from the zip writer): the checkpoint is finished, then the run stops."""
+    real_save = torch.save
+
+    def signalled_save(obj, f):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        real_save(obj, f)
+
+    def stop(signum, frame):
+        raise Stopped(signum, "SIGTERM")
+
+    monkeypatch.setattr(torch, "save", signalled_save)
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        with pytest.raises(Stopped):
+            ckpt.save_checkpoint(tmp_path, {"weights": torch.arange(3.0)})
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert torch.equal(ckpt.load_checkpoint(tmp_path)["weights"], torch.arange(3.0))
 
 
 def report(sweep_dir: Path) -> None:

@@ -13,8 +13,10 @@ sends SIGTERM both to the job step and through ``srun``) changes nothing.
 from __future__ import annotations
 
 import signal
+import threading
+from contextlib import contextmanager
 from types import FrameType
-from typing import Optional
+from typing import Iterator, Optional
 
 from fedbn_bench.errors import Stopped
 
@@ -39,3 +41,28 @@ def clear_stop_request() -> None:
     """Forget a stop request (a new job in the same process starts with none)."""
     global _requested
     _requested = None
+
+
+@contextmanager
+def signals_deferred(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """Run a write that an exception must not cut (``torch.save``: its C++ zip writer turns an exception a
+    signal handler raises inside one of its writes into "unexpected pos", a ``RuntimeError``, and the run
+    read as failed) with ``signums`` recorded, not handled; after it each recorded signal goes to its own
+    handler, in order (``Stopped`` then ends the run as it would have). Outside the main thread, where
+    handlers cannot change, the write runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {signum: signal.signal(signum, lambda got, frame: caught.append(got)) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in caught:
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)

@@ -19,6 +19,7 @@ import torch
 
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.records.atomic import atomic_write
+from fedbn_bench.stopping import signals_deferred
 
 FILENAME = "checkpoint.pt"
 FORMAT = 3
@@ -30,10 +31,12 @@ beyond the engines' float tolerance)."""
 
 
 def save_checkpoint(run_dir: str | Path, state: dict[str, Any]) -> Path:
-    """Write ``state`` with its checksum to ``run_dir/checkpoint.pt`` atomically; returns the path."""
+    """Write ``state`` with its checksum to ``run_dir/checkpoint.pt`` atomically; returns the path. Ctrl-C or
+    SIGTERM during the write acts once it is done (``stopping.signals_deferred``)."""
     content = {"format": FORMAT, **state}
-    return atomic_write(Path(run_dir) / FILENAME,
-                        lambda f: torch.save({**content, "sha256": content_digest(content)}, f))
+    with signals_deferred():
+        return atomic_write(Path(run_dir) / FILENAME,
+                            lambda f: torch.save({**content, "sha256": content_digest(content)}, f))
 
 
 def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]:
