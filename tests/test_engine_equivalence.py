@@ -119,7 +119,7 @@ def assert_float32_equivalent(overrides: list[str], tmp_path, engine: str) -> Si
         engine_error = (theirs[key] - value).abs().max().item()
         bound = max(FLOAT32_ERROR_FACTOR * loop_error, FLOAT32_FLOOR_ULPS * eps * value.abs().max().item())
         if engine_error > bound:
-            where = divmod(int((theirs[key] - value).abs().argmax()), max(value[0].numel(), 1))[0] if value.dim() else 0
+            where = int((theirs[key] - value).abs().argmax()) // value[0].numel() if value.dim() else 0
             over.append(f"{key}: engine={engine} float32 error {engine_error:.3g} against float64 (largest in "
                         f"row {where} of {len(value) if value.dim() else 1}), the float32 loop's {loop_error:.3g} "
                         f"(bound {bound:.3g})")

@@ -46,7 +46,7 @@ class CudaStepGraph:
 
     runs_on_capture = False
 
-    def __init__(self, stream: Optional[torch.cuda.Stream], pool: Any,
+    def __init__(self, stream: torch.cuda.Stream, pool: Any,
                  new_graph: Callable[[], Any] = torch.cuda.CUDAGraph) -> None:
         self.graph = new_graph()
         self.stream, self.pool = stream, pool

@@ -30,23 +30,20 @@ def job_dirs(sweep_dir: str | Path) -> list[Path]:
     return sorted(dirs - {p.parent for p in root.glob("**/replicas.json")} - {root})
 
 
-def unfinished_jobs(sweep_dir: str | Path) -> list[str]:
-    """One line per run under ``sweep_dir`` that did not complete and no other live process runs (see the
-    module docstring)."""
-    return [f"{d.relative_to(sweep_dir)}: {problem}" for d in job_dirs(sweep_dir)
-            if (problem := job_problem(d)) is not None and live_holder(d) is None]
-
-
-def running_jobs(sweep_dir: str | Path) -> list[str]:
-    """One line per run under ``sweep_dir`` that another live process holds, naming it."""
-    return [f"{d.relative_to(sweep_dir)}: running in {owner}" for d in job_dirs(sweep_dir)
-            if job_problem(d) is not None and (owner := live_holder(d)) is not None]
-
-
-def completed_jobs(sweep_dir: str | Path) -> list[str]:
-    """One line per run under ``sweep_dir`` that completed, with its rounds."""
-    return [f"{d.relative_to(sweep_dir)}: completed, {json.loads((d / 'summary.json').read_text())['rounds_completed']} rounds"
-            for d in job_dirs(sweep_dir) if job_problem(d) is None]
+def job_lines(sweep_dir: str | Path) -> tuple[list[str], list[str], list[str]]:
+    """The runs under ``sweep_dir`` in one pass, a line each: those that completed (with their rounds), those
+    another live process holds (naming it), and those that did not complete (see the module docstring)."""
+    completed, running, unfinished = [], [], []
+    for run_dir in job_dirs(sweep_dir):
+        name = run_dir.relative_to(sweep_dir)
+        if (problem := job_problem(run_dir)) is None:
+            rounds = json.loads((run_dir / "summary.json").read_text())["rounds_completed"]
+            completed.append(f"{name}: completed, {rounds} rounds")
+        elif (owner := live_holder(run_dir)) is not None:
+            running.append(f"{name}: running in {owner}")
+        else:
+            unfinished.append(f"{name}: {problem}")
+    return completed, running, unfinished
 
 
 FAILED_ATTEMPT = "failed_attempt.json"
@@ -84,19 +81,14 @@ class FailedJobsReport(Callback):
     """Lists the sweep's jobs that did not complete after its last job (see the module docstring)."""
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        if completed := completed_jobs(config.hydra.sweep.dir):
-            print(f"{len(completed)} job(s) completed in {config.hydra.sweep.dir}:", file=sys.stderr)
-            for line in completed:
-                print(f"  {line}", file=sys.stderr)
-        if running := running_jobs(config.hydra.sweep.dir):
-            print(f"{len(running)} job(s) still running in other processes in {config.hydra.sweep.dir}:",
-                  file=sys.stderr)
-            for line in running:
-                print(f"  {line}", file=sys.stderr)
-        lines = unfinished_jobs(config.hydra.sweep.dir)
-        if not lines:
-            return
-        print(f"{len(lines)} job(s) did not complete in {config.hydra.sweep.dir}:", file=sys.stderr)
-        for line in lines:
-            print(f"  {line}", file=sys.stderr)
-        sys.exit(1)
+        sweep_dir = config.hydra.sweep.dir
+        completed, running, lines = job_lines(sweep_dir)
+        for heading, listed in ((f"{len(completed)} job(s) completed in {sweep_dir}:", completed),
+                                (f"{len(running)} job(s) still running in other processes in {sweep_dir}:", running),
+                                (f"{len(lines)} job(s) did not complete in {sweep_dir}:", lines)):
+            if listed:
+                print(heading, file=sys.stderr)
+                for line in listed:
+                    print(f"  {line}", file=sys.stderr)
+        if lines:
+            sys.exit(1)
