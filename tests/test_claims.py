@@ -13,10 +13,12 @@ import yaml
 from omegaconf import OmegaConf
 
 from conftest import CONF
+from fedbn_bench.figures.base import measure
 from fedbn_bench.figures.claims import CLAIMS
 from fedbn_bench.figures.claims.base import FAILS, HOLDS, NOT_RUN, Check, Claim, Measured, Quantity, judge
 from fedbn_bench.figures.claims.cli import main
 from fedbn_bench.figures.claims.report import BEGIN, END, anchor, claims_md, ours, readme_table, replace_block
+from fedbn_bench.records.reader import read_run
 
 ROOT = CONF.parent
 RUNS = "results/toy_claim/runs"
@@ -89,6 +91,22 @@ def test_mean_and_rises_of_a_curve(tmp_path):
     verdict = judge(claim, tmp_path)
     assert verdict.measured["mean"].values == pytest.approx([1.15])
     assert verdict.measured["rises"].values == pytest.approx([0.75])   # 1.0 -> 1.5 and 0.5 -> 0.75
+
+
+def test_reach_is_the_first_round_at_or_below_a_level(tmp_path):
+    """``reach:<column><=<level>`` is the round where the column first gets to the level (FedBN Fig. 9's steps to a
+    training loss); a run that never gets there has no value and does not count."""
+    run = write_run(tmp_path, "a0", "a", 0, 0.5)
+    (run / "metrics.csv").write_text("round,loss\n1,2.0\n2,nan\n3,0.1\n4,0.05\n5,0.2\n")
+    never = write_run(tmp_path, "b0", "b", 0, 0.5)
+    (never / "metrics.csv").write_text("round,loss\n1,2.0\n2,0.5\n")
+    quantities = {m: Quantity(RUNS, {"+experiment/m": m}, "reach:loss<=0.1", 1.0) for m in ("a", "b")}
+    verdict = judge(Claim("fedbn/toy", "", {}, "", "p", quantities, (Check("a", "b", "ratio_at_most", 0.9, ""),)),
+                    tmp_path)
+    assert verdict.measured["a"].values == [3.0] and verdict.measured["a"].trend is None
+    assert verdict.measured["b"].values == [] and verdict.verdict == NOT_RUN
+    with pytest.raises(ValueError, match="reach:<column><=<level>"):
+        measure(read_run(run), "reach:loss")
 
 
 @pytest.mark.parametrize("relation, a, b, passes", [

@@ -140,7 +140,7 @@ def test_a_falling_loss_and_a_ratio_and_a_diverged_run(tmp_path):
     result = judge(claim, tmp_path)
     assert result.verdict == NOT_CONVERGED and result.measured["A"].trend.runs == 1
     assert curve_column("summary:robust_acc_at_best_val") == "val_robust_acc" and curve_column("first:x") is None
-    assert curve_column("rises:train_loss") is None
+    assert curve_column("rises:train_loss") is None and curve_column("reach:train_loss<=0.1") is None
 
 
 def test_a_claim_whose_control_passes_too_is_uninformative(tmp_path):

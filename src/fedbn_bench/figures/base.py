@@ -177,12 +177,16 @@ def number(value: Any) -> Optional[float]:
 
 def measure(run: RunRecord, source: str) -> Optional[float]:
     """The value of ``source`` in ``run``: ``summary:<key>``, or of a column ``final:``, ``first:``, ``best:``
-    (its largest value), ``mean:`` (over the evaluations) or ``rises:`` (the sum of its increases between
+    (its largest value), ``mean:`` (over the evaluations), ``rises:`` (the sum of its increases between
     consecutive evaluations, ``Σ max(0, v[t+1] − v[t])``: 0 for a curve that never goes up, FedBN Fig. 3's
-    "smoother"); a column's NaN cells (no value yet) are skipped."""
+    "smoother") or ``reach:<column><=<level>`` (the first round at which the column is at or below the level,
+    ``None`` while it never is: FedBN Fig. 9's steps to a training loss); a column's NaN cells (no value yet)
+    are skipped."""
     kind, _, key = source.partition(":")
     if kind == "summary":
         return number(run.summary.get(key))
+    if kind == "reach":
+        return first_round_at_most(run, source)
     _, values = run.curve(key)
     values = [v for v in values if v is not None and not math.isnan(v)]  # NaN: no value yet (a change since none)
     if not values:
@@ -197,7 +201,16 @@ def measure(run: RunRecord, source: str) -> Optional[float]:
         return sum(values) / len(values)
     if kind == "rises":
         return sum(max(0.0, b - a) for a, b in zip(values, values[1:]))
-    raise ValueError(f"metric source {source!r}: expected summary:, final:, first:, best:, mean: or rises:")
+    raise ValueError(f"metric source {source!r}: expected summary:, final:, first:, best:, mean:, rises: or reach:")
+
+
+def first_round_at_most(run: RunRecord, source: str) -> Optional[float]:
+    """The first round at which ``reach:<column><=<level>``'s column is at or below its level (``None``: never)."""
+    column, sep, level = source.partition(":")[2].partition("<=")
+    if not sep:
+        raise ValueError(f"metric source {source!r}: expected reach:<column><=<level>, e.g. reach:train_loss<=0.1")
+    rounds, values = run.curve(column)
+    return next((float(r) for r, v in zip(rounds, values) if not math.isnan(v) and v <= float(level)), None)
 
 
 def cell(value: Optional[float], digits: int = 2, sign: bool = False) -> str:

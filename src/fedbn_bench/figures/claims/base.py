@@ -44,7 +44,7 @@ COUNTED = (COMPLETED, "diverged")
 @dataclass(frozen=True)
 class Quantity:
     """One measured number per run: ``metric`` (``summary:<key>``, ``final:<column>``, ``first:<column>``,
-    ``best:<column>``, ``mean:<column>``, ``rises:<column>``: ``figures.base.measure``)
+    ``best:<column>``, ``mean:<column>``, ``rises:<column>``, ``reach:<column><=<level>``: ``figures.base.measure``)
     × ``scale`` of the completed runs under ``runs`` whose config matches ``where``
     (dotted config key → value; a key starting with ``+`` is a command-line override, e.g.
     ``+experiment/fbn/fig3a_method``)."""

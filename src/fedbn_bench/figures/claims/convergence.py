@@ -103,12 +103,12 @@ class Drift:
 
 
 def curve_column(metric: str) -> Optional[str]:
-    """The column whose curve ``metric`` follows (``None`` where none does: ``first:``, ``rises:``, other summary
-    keys)."""
+    """The column whose curve ``metric`` follows (``None`` where none does: ``first:``, ``rises:``, ``reach:``, a
+    round fixed once reached, other summary keys)."""
     kind, _, key = metric.partition(":")
     if kind == "summary":
         return SUMMARY_CURVES.get(key)
-    return None if kind in ("first", "rises") else key
+    return None if kind in ("first", "rises", "reach") else key
 
 
 def common_curves(runs: Sequence[RunRecord], column: str) -> tuple[list[float], list[list[float]]]:

@@ -11,6 +11,7 @@ setting and why FedBN's mechanism can act there: ``conf/experiment/fedbn/base/di
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 from fedbn_bench.figures.claims.base import Check, Claim, Quantity, Superseded
@@ -25,6 +26,7 @@ TABLE13 = "results/fedbn/table13_digits/runs"
 FIG9 = "results/fedbn/fig9/runs"
 FIG9_TRAINED = "results/fedbn/fig9_trained/runs"
 FIG9_3000 = "results/fedbn/fig9_3000_steps/runs"
+FIG9_STEPS = "results/fedbn/fig9_steps_to_loss/runs"
 METHOD = "+experiment/fedbn/method"
 CLIENTS = "+experiment/fedbn/clients"
 FINAL = "summary:final_test_acc"
@@ -187,7 +189,7 @@ FIG9_V1_WHY = ("at the paper's lr 1e-5 the 600 steps barely train the network, s
                "FedAvg; with 10 local steps a round for 60 rounds 0.0868 and 0.0869, "
                "results/fedbn/fig9_lr_e10/runs).")
 
-FIG9_CLAIM = Claim(
+FIG9_V3 = Claim(
     "fedbn/fig9_fedbn_faster", FIG9_STATEMENT, FIG9_PAPER,
     "the paper's setting (conf/experiment/fedbn/fig9.yaml) at a learning rate where the network trains, run 3000 "
     "steps (conf/experiment/fedbn/fig9_3000_steps.yaml): " + FIG9_SETTING.format(lr="1e-2", steps=3000)
@@ -197,6 +199,32 @@ FIG9_CLAIM = Claim(
                                     "it (declared before their runs)."),
                 Superseded(FIG9_V1, FIG9_V1_WHY)))
 """FedBN Fig. 9 at lr 1e-2 and 3000 steps (``fedbn/fig9_3000_steps``), declared before its runs."""
+
+FIG9_V3_WHY = (
+    "a mean of the training loss over the run never settles in this setting: a cross-entropy on data the network "
+    "separates keeps falling while its weights grow, so the mean-loss ratio (0.98-0.99 per seed against the 0.9 "
+    "asked) drifts toward passing by amounts that round to 0.00 but are significant on curves this smooth, and the "
+    "convergence rule reads it not converged at any length. The steps each method takes to reach a training loss "
+    "are fixed once reached, and 'converges faster' is read there. Declared after seeds 1-3's curves were seen "
+    "(both methods reach 0.1 at the same step in each: 115, 149, 121), so it is decided on new seeds 4-6.")
+
+FIG9_STEPS_CHECK = (Check("FedBN steps to loss 0.1", "FedAvg steps to loss 0.1", "ratio_at_most", 0.9,
+                          "paper: curves only, 'significantly faster convergence'; FedBN reaches a training loss of "
+                          "0.1 in at most nine tenths of FedAvg's steps"),)
+
+FIG9_CLAIM = Claim(
+    "fedbn/fig9_fedbn_faster", FIG9_STATEMENT, {"FedBN steps to loss 0.1": None, "FedAvg steps to loss 0.1": None,
+                                                "FedBN accuracy": 100.0, "FedAvg accuracy": 100.0},
+    "the paper's setting (conf/experiment/fedbn/fig9.yaml) at a learning rate where the network trains, new seeds "
+    "(conf/experiment/fedbn/fig9_steps_to_loss.yaml): " + FIG9_SETTING.format(lr="1e-2", steps=1000).split("; mean loss")[0]
+    + "; steps to loss 0.1 = the first step whose training loss is at or below 0.1; seeds 4, 5, 6",
+    "fedbn/fig9_steps_to_loss",
+    {**{f"{m} steps to loss 0.1": Quantity(FIG9_STEPS, {METHOD: METHODS[m]}, "reach:train_loss<=0.1", 1.0)
+        for m in ("FedBN", "FedAvg")},
+     **{f"{m} accuracy": Quantity(FIG9_STEPS, {METHOD: METHODS[m]}) for m in ("FedBN", "FedAvg")}},
+    FIG9_STEPS_CHECK + FIG9_ACCURACY, seeds=3,
+    superseded=(Superseded(replace(FIG9_V3, superseded=()), FIG9_V3_WHY), *FIG9_V3.superseded))
+"""FedBN Fig. 9 as steps to a training loss of 0.1 (``fedbn/fig9_steps_to_loss``), declared before its runs."""
 
 
 FIG4A_FALLS_DIAGNOSIS = (
