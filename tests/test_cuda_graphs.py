@@ -4,6 +4,8 @@ graph's contract, replayed on the CPU), which must give the eager results exactl
 comparison on a GPU with real CUDA graphs is in the CUDA tier (``tests/test_cuda.py``)."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -366,10 +368,13 @@ def test_an_abandoned_capture_ends_the_pools_routing_and_the_generators_capture(
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "default_generators", (Generator(),), raising=False)
+    monkeypatch.setattr(torch.cuda, "default_generators", (Generator(), Generator()), raising=False)
     monkeypatch.setattr(torch._C, "_cuda_endAllocateToPool", lambda device, pool: calls.append(("pool", device, pool)),
                         raising=False)
-    abandon_capture((0, 7))
+    abandon_capture((0, 7), torch.device("cuda", 1))   # the capture stream's device, not the current one
+    assert calls == [("pool", 1, (0, 7)), ("generator", "fresh state")]
+    calls.clear()
+    abandon_capture((0, 7), torch.device("cuda"))      # no index: the current device
     assert calls == [("pool", 0, (0, 7)), ("generator", "fresh state")]
 
     def not_routing(device, pool):
@@ -377,7 +382,7 @@ def test_an_abandoned_capture_ends_the_pools_routing_and_the_generators_capture(
 
     monkeypatch.setattr(torch._C, "_cuda_endAllocateToPool", not_routing, raising=False)
     calls.clear()
-    abandon_capture((0, 7))
+    abandon_capture((0, 7), torch.device("cuda", 0))
     assert calls == [("generator", "fresh state")]
 
 
@@ -391,14 +396,14 @@ def test_a_failed_cuda_capture_reports_the_steps_own_error(monkeypatch):
             raise RuntimeError("operation failed due to a previous error during capture")
 
     graph = CudaStepGraph.__new__(CudaStepGraph)
-    graph.graph, graph.pool = BrokenGraph(), None
+    graph.graph, graph.pool, graph.stream = BrokenGraph(), None, SimpleNamespace(device=torch.device("cuda", 1))
     monkeypatch.setattr(CudaStepGraph, "on_side_stream", lambda self, work: work())
 
     def step():
         raise RuntimeError("the step's own error")
 
     abandoned = []
-    monkeypatch.setattr(step_graph, "abandon_capture", abandoned.append)
+    monkeypatch.setattr(step_graph, "abandon_capture", lambda pool, device: abandoned.append((pool, device)))
     with pytest.raises(RuntimeError, match="the step's own error"):
         graph.capture(step)
-    assert abandoned == [None]    # the graph's pool, after its end failed
+    assert abandoned == [(None, torch.device("cuda", 1))]    # the graph's pool and stream's device, after its end failed

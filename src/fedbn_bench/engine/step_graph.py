@@ -71,7 +71,7 @@ class CudaStepGraph:
                 try:
                     self.graph.capture_end()
                 except RuntimeError:
-                    abandon_capture(self.pool)
+                    abandon_capture(self.pool, self.stream.device)
                 raise
             self.graph.capture_end()
 
@@ -81,21 +81,23 @@ class CudaStepGraph:
         self.graph.replay()
 
 
-def abandon_capture(pool: Any) -> None:
+def abandon_capture(pool: Any, device: torch.device) -> None:
     """Best effort after a capture whose end failed (CUDA's end of capture raised before PyTorch's
     bookkeeping ran): the caching allocator stops routing this stream's allocations to ``pool``, and
     the device generators leave capture mode, so that the round can be re-run eagerly (on an H200 with
     torch 2.11 the eager re-run failed in dropout, "Offset increment outside graph capture encountered
-    unexpectedly", and a later ``empty_cache`` asserted ``captures_underway.empty()``). Not yet run on a
-    GPU (issue 51): ``engine.cuda_graphs`` defaults to ``off``."""
+    unexpectedly", and a later ``empty_cache`` asserted ``captures_underway.empty()``). ``device`` is the
+    capture stream's (the pool's), whatever device is current. Not yet run on a GPU (issue 51):
+    ``engine.cuda_graphs`` defaults to ``off``."""
     if not torch.cuda.is_available():
         return
-    device = torch.cuda.current_device()
+    index = torch.device(device).index
+    index = torch.cuda.current_device() if index is None else index
     try:
-        torch._C._cuda_endAllocateToPool(device, pool)
+        torch._C._cuda_endAllocateToPool(index, pool)
     except (RuntimeError, TypeError):
         pass
-    generator = torch.cuda.default_generators[device]
+    generator = torch.cuda.default_generators[index]
     try:
         generator.graphsafe_set_state(generator.clone_state())
     except (RuntimeError, AttributeError):
