@@ -277,10 +277,33 @@ WHY_100 = ("at 30 rounds a failing check read a quantity still improving at its 
            "their runs; the 30-round declaration at commit 2582162 and before).")
 
 
+TABLE4_100_CEILING = (
+    "Every row of the 100-round runs ends with a best between 89.5 and 90.7 on Fashion-MNIST (the paper's CIFAR-10 "
+    "rows lie at 75.7-78.7), and each check's drift toward passing is not significant; whether this ceiling "
+    "compresses the gains the paper finds is not tested.")
+TABLE4_100_DIAGNOSIS = {
+    "fedprox": "Measured (3 seeds, 100 rounds, the best of 10 evaluations): FedProx + HBN 90.4 / 90.2 / 89.7 against "
+               "FedProx + BN 90.2 / 90.0 / 89.6, +0.2 / +0.2 / +0.1 per seed where 0.79 is asked. HBN trails early "
+               "(mean test accuracy at round 10 / 20 / 30: 84.8 / 86.7 / 87.5 against 86.0 / 87.6 / 88.3) and is "
+               "level from round 80 (89.5 against 89.4). " + TABLE4_100_CEILING,
+    "scaffold": "Measured (3 seeds, 100 rounds, the best of 10 evaluations): SCAFFOLD + HBN 90.1 / 90.0 / 89.9 "
+                "against SCAFFOLD + BN 90.0 / 89.9 / 89.6, +0.1 / +0.1 / +0.3 per seed where 0.34 is asked. HBN "
+                "trails early (round 10 / 20 / 30: 84.5 / 86.9 / 87.5 against 85.7 / 87.6 / 88.2) and is level "
+                "from round 80 (89.5 against 89.4). " + TABLE4_100_CEILING,
+    "fedadam": "Measured (3 seeds, 100 rounds, the best of 10 evaluations): FedAdam + HBN 90.6 / 90.7 / 90.1 against "
+               "FedAdam + GN 90.1 / 90.1 / 89.5, +0.5 / +0.6 / +0.6 per seed where 0.83 is asked: the gain is in "
+               "the paper's direction in every seed, at two thirds of the threshold. HBN starts slower (round 10: "
+               "71.9 against 79.8) and is ahead from round 50 (88.9 against 88.4, 90.4 against 89.6 at round "
+               "100). " + TABLE4_100_CEILING,
+}
+"""What the 100-round Table 4 runs (``hbn/table4_100_rounds_fmnist``) show, by algorithm."""
+
+
 def table4_100_rounds(algorithm: str, own: str, paper_own: float, paper_hbn: float, diagnosis: str) -> Claim:
-    """``table4`` at 100 rounds, the 30-round declaration (and its diagnosis) kept as superseded."""
-    return table4(algorithm, own, paper_own, paper_hbn, rounds=100, superseded=(Superseded(
-        table4(algorithm, own, paper_own, paper_hbn, diagnosis), WHY_100),))
+    """``table4`` at 100 rounds with its diagnosis, the 30-round declaration (and ``diagnosis``, its own) kept
+    as superseded."""
+    return table4(algorithm, own, paper_own, paper_hbn, TABLE4_100_DIAGNOSIS[algorithm], rounds=100,
+                  superseded=(Superseded(table4(algorithm, own, paper_own, paper_hbn, diagnosis), WHY_100),))
 
 
 ABLATION = {"moving average (Eq. 7 →)": ("hbn_moving_average", 72.25),
