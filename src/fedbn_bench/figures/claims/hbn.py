@@ -352,6 +352,20 @@ def table2_batch_size(rounds: int = 30, diagnosis: str = "", superseded: tuple[S
         full_scale="`experiment=hbn/table2` (CIFAR-100, 1000 rounds; needs CIFAR-100 and a GPU)")
 
 
+TABLE6_100_DIAGNOSIS = (
+    "Measured (3 seeds, 100 rounds, the best of 10 evaluations): full HBN 90.3 / 90.2 / 89.8 (mean 90.1); moving "
+    "average 89.7 / 89.7 / 89.6, weighted average 90.4 / 90.2 / 89.5, only global statistics 88.7 / 89.1 / 88.8, "
+    "only batch statistics 90.4 / 90.3 / 89.7, fixed 1:1 ratio 90.5 / 90.4 / 89.6. Only the global-statistics row "
+    "falls below full HBN by the margin asked (1.25 where 0.45 is); it is behind at every evaluation (mean test "
+    "accuracy at round 10 / 50 / 100: 79.3 / 84.6 / 87.7 against 81.7 / 87.6 / 89.4). Batch-only and fixed 1:1 "
+    "end level with full HBN, weighted average 0.06 below it where 0.11 is asked, and moving average 0.43 below "
+    "where 1.99 is asked. Full HBN's learned factor hardly moves: the channel mean of w = sigmoid(α) stays within 0.4994-0.5014 in every layer, seed and evaluation "
+    "(table1_100_rounds_fmnist's runs), so it acts as the fixed 1:1 row, and the two agree (−0.06). No difference "
+    "that fails drifts significantly toward passing. As in Table 4 at 100 rounds, every row but global-only ends "
+    "within 89.5-90.5 on Fashion-MNIST (the paper's rows lie at 72.3-78.2); whether this ceiling compresses the "
+    "paper's gaps is not tested.")
+
+
 def table6_ablation(rounds: int = 30, diagnosis: str = "", superseded: tuple[Superseded, ...] = ()) -> Claim:
     """Table 6: full HBN above each ablated variant, at 30 rounds (``hbn/table6_fmnist``, full HBN from table1_fmnist)
     or 100 (``hbn/table6_100_rounds_fmnist``, full HBN from table1_100_rounds_fmnist; λ matched to 100 rounds)."""
@@ -382,7 +396,7 @@ CLAIMS: list[Claim] = [
     table4_100_rounds("scaffold", "bn", 77.63, 78.65, TABLE4_SCAFFOLD_DIAGNOSIS),
     table4_100_rounds("fedadam", "gn", 75.67, 78.17, TABLE4_FEDADAM_DIAGNOSIS),
     table4("fedsam", "bn", 76.39, 78.40, TABLE4_FEDSAM_DIAGNOSIS),
-    table6_ablation(100, superseded=(Superseded(table6_ablation(diagnosis=TABLE6_DIAGNOSIS), WHY_100),)),
+    table6_ablation(100, TABLE6_100_DIAGNOSIS, superseded=(Superseded(table6_ablation(diagnosis=TABLE6_DIAGNOSIS), WHY_100),)),
     Claim(
         "hbn/sec5_random_samples",
         "§5: computing HBN's statistics from 128 random samples per client instead of all local data costs only "
