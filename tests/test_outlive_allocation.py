@@ -144,6 +144,22 @@ def test_two_runs_in_one_explicit_directory_at_once_one_is_refused(tmp_path):
     assert not (run_dir / run_lock.LOCK).exists()
 
 
+def test_a_taken_directory_reads_the_same_relative_or_absolute(tmp_path, monkeypatch):
+    """The refusal names the directory the same way whether the check saw it as given (relative) or after Hydra
+    made it absolute (the two runs racing for one directory met either, and the message changed with the race)."""
+    run_dir = tmp_path / "shared"
+    run_dir.mkdir()
+    (run_dir / run_lock.LOCK).write_text(json.dumps({"pid": os.getppid(), "host": os.uname().nodename,
+                                                     "slurm_job_id": None, "started": "then"}))
+    monkeypatch.chdir(tmp_path)
+    for given in ("shared", run_dir):
+        with pytest.raises(run_lock.DirectoryInUse, match=r"^shared is in use by another run \(process "):
+            run_lock.acquire(given)
+    monkeypatch.chdir(run_dir)
+    with pytest.raises(run_lock.DirectoryInUse, match=f"^{run_dir} is in use"):
+        run_lock.acquire(run_dir)
+
+
 def test_a_stale_lock_is_named_and_taken_over(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

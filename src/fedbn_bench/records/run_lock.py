@@ -97,7 +97,7 @@ def acquire(run_dir: str | Path) -> None:
                 return
             reason = _replaceable(owner)
             if reason is None:
-                raise DirectoryInUse(f"{run_dir} is in use by another run ({describe(owner)}); wait for it to end "
+                raise DirectoryInUse(f"{shown(run_dir)} is in use by another run ({describe(owner)}); wait for it to end "
                                      f"or choose another directory (if that run is dead, remove {path})")
             print(f"note: {path} taken over from {describe(owner)}: {reason}", file=sys.stderr)
             path.unlink(missing_ok=True)
@@ -106,6 +106,17 @@ def acquire(run_dir: str | Path) -> None:
             json.dump(_me(), lock)
         return
     raise DirectoryInUse(f"{run_dir}: its lock {path} changed hands three times while it was claimed; try again")
+
+
+def shown(run_dir: str | Path) -> str:
+    """``run_dir`` as a message names it: relative to the working directory when inside it, so that the same
+    directory reads the same whichever step (before or after Hydra made it absolute) found it taken."""
+    path = Path(run_dir).absolute()
+    try:
+        relative = path.relative_to(Path.cwd())
+    except ValueError:
+        return str(run_dir)
+    return str(relative) if relative.parts else str(run_dir)
 
 
 def release(run_dir: str | Path) -> None:
