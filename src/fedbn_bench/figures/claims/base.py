@@ -24,7 +24,7 @@ and shown beside the new one with why it was replaced. A claim the offline stand
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
@@ -125,6 +125,12 @@ class Superseded:
     claim: "Claim"
     why: str
     """Why it was replaced, and the commit that declared it."""
+
+
+def supersede(old: "Claim", why: str) -> tuple[Superseded, ...]:
+    """``old`` replaced for ``why``, then the declarations ``old`` itself had replaced: a claim's history as one
+    flat list (each shown once, newest first)."""
+    return (Superseded(replace(old, superseded=()), why), *old.superseded)
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,9 @@ setting and why FedBN's mechanism can act there: ``conf/experiment/fedbn/base/di
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable
 
-from fedbn_bench.figures.claims.base import Check, Claim, Quantity, Superseded
+from fedbn_bench.figures.claims.base import Check, Claim, Quantity, Superseded, supersede
 
 TABLE11 = "results/fedbn/table11_digits/runs"
 FIG3 = "results/fedbn/fig3_digits/runs"
@@ -234,7 +233,7 @@ FIG9_CLAIM = Claim(
         for m in ("FedBN", "FedAvg")},
      **{f"{m} accuracy": Quantity(FIG9_STEPS, {METHOD: METHODS[m]}) for m in ("FedBN", "FedAvg")}},
     FIG9_STEPS_CHECK + FIG9_ACCURACY, seeds=3, diagnosis=FIG9_STEPS_DIAGNOSIS,
-    superseded=(Superseded(replace(FIG9_V3, superseded=()), FIG9_V3_WHY), *FIG9_V3.superseded))
+    superseded=supersede(FIG9_V3, FIG9_V3_WHY))
 """FedBN Fig. 9 as steps to a training loss of 0.1 (``fedbn/fig9_steps_to_loss``), declared before its runs."""
 
 
@@ -325,12 +324,12 @@ FIG4A_600_DIAGNOSIS = (
 FIG4A_CLAIM = fig4a_falls(
     "fig4a_600_rounds_digits", 600, fedavg_preset="fig4a_300_rounds_digits", fedavg_rounds=300,
     diagnosis=FIG4A_600_DIAGNOSIS,
-    superseded=(Superseded(replace(FIG4A_300, superseded=()),
-                           "at 300 rounds FedBN's check failed by 0.13 points (E = 1 91.9, E = 16 92.0) while "
-                           "drifting toward passing (+0.12 ± 0.03 over the last 60 rounds, both curves still "
-                           "rising); FedBN's runs at twice the length decide it, and FedAvg's check, passing with "
-                           "no significant drift against it, stays on its 300-round runs (declared before the "
-                           "600-round runs)."), *FIG4A_300.superseded))
+    superseded=supersede(FIG4A_300,
+                         "at 300 rounds FedBN's check failed by 0.13 points (E = 1 91.9, E = 16 92.0) while "
+                         "drifting toward passing (+0.12 ± 0.03 over the last 60 rounds, both curves still "
+                         "rising); FedBN's runs at twice the length decide it, and FedAvg's check, passing with no "
+                         "significant drift against it, stays on its 300-round runs (declared before the "
+                         "600-round runs)."))
 """FedBN Fig. 4a, FedBN at 600 rounds (``fedbn/fig4a_600_rounds_digits``), declared before its runs."""
 
 

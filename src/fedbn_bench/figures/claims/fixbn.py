@@ -8,9 +8,7 @@ setting and why it can show FixBN's mechanism: ``conf/experiment/fixbn/base/fmni
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
-from fedbn_bench.figures.claims.base import Check, Claim, Control, Quantity, Superseded
+from fedbn_bench.figures.claims.base import Check, Claim, Control, Quantity, Superseded, supersede
 
 TABLE1 = "results/fixbn/table1_fmnist/runs"
 FIG2 = "results/fixbn/fig2ab_fmnist/runs"
@@ -112,11 +110,10 @@ FIG1_600_CLAIM = Claim(
     {"FedAvg FixBN": Quantity(FIG1_600, {METHOD: "fedavg_fixbn_t60"}),
      "FedAvg BN": Quantity(FIG1_600, {METHOD: "fedavg_bn"})},
     FIG1_V1.checks, seeds=3, figure=FIG1_V1.figure, full_scale=FULL_E1,
-    superseded=(Superseded(replace(FIG1_CLAIM, superseded=()),
-                           "its runs evaluated every 100 rounds, so the convergence rule read two points, a curve "
-                           "recovering from its post-freeze dip; the same comparison at twice the length, evaluated "
-                           "every 10 rounds, with both methods' runs new, decides it (declared before its runs)."),
-                *FIG1_CLAIM.superseded))
+    superseded=supersede(FIG1_CLAIM,
+                         "its runs evaluated every 100 rounds, so the convergence rule read two points, a curve "
+                         "recovering from its post-freeze dip; the same comparison at twice the length, evaluated "
+                         "every 10 rounds, with both methods' runs new, decides it (declared before its runs)."))
 """FixBN Fig. 1 at 600 rounds (``fixbn/fig1_600_rounds_fmnist``), declared before its runs."""
 
 
