@@ -105,7 +105,7 @@ def acquire(run_dir: str | Path) -> None:
         with os.fdopen(fd, "w") as lock:
             json.dump(_me(), lock)
         return
-    raise DirectoryInUse(f"{run_dir}: its lock {path} changed hands three times while it was claimed; try again")
+    raise DirectoryInUse(f"{shown(run_dir)}: its lock {path} changed hands three times while it was claimed; try again")
 
 
 def shown(run_dir: str | Path) -> str:
