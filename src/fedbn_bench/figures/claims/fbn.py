@@ -114,6 +114,18 @@ FIG4_DEGRADES = Claim(
     "fbn/fig4_3000_momentum_fmnist",
     {"FBN, no attack": attacked(FIG4_M, "fbn", "clean"), "FBN, SF, no defense": attacked(FIG4_M, "fbn", "sf")},
     FIG4_DEGRADES_V1.checks, seeds=3, full_scale=FIG4_DEGRADES_V1.full_scale,
+    diagnosis="Measured (3 seeds, 3000 steps, client momentum 0.99, the last evaluation): FBN under sign flipping "
+              "without defense ends at 87.9 / 90.0 / 89.8 % against 91.9 / 90.9 / 91.2 % without attack, 2.1 "
+              "points below where 10 are asked. It does not learn early and then degrade: its mean test accuracy "
+              "rises from 78.9 % at step 300 (84.4 without attack) to 89.5 % at step 2100 and ends at 89.2 %, and "
+              "the gap narrows from 5.5 points at step 300 to 1.5-2.7 from step 1200 on. One seed dips: seed 0 "
+              "falls from 89.7 % at step 2100 to 86.4 % at step 2400 (training loss 0.304 to 0.422) and recovers "
+              "to 87.9 % by step 3000; seeds 1 and 2 keep rising to their bests at step 2700. The attacked runs' "
+              "training loss stays above the clean runs' (mean 0.298 against 0.210 at step 3000). The paper's "
+              "length and client momentum, which the 300-step declaration below lacked, leave the result as it "
+              "was there (a gap of 2.9 points, no fall): in this reduction FBN trains under the same attacked "
+              "shared statistics it is tested with. Whether the paper's fall appears on CIFAR-10 with the "
+              "full-width CNN is not tested here.",
     superseded=(Superseded(FIG4_DEGRADES_V1, WHY_MOMENTUM),))
 """FBN Fig. 4 at the paper's 3000 steps and client momentum 0.99, declared before its runs."""
 

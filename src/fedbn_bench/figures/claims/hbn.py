@@ -127,6 +127,23 @@ TABLE2_DIAGNOSIS = (
     "Next runs: the same cells at a matched number of local steps or until the B = 32 runs stop improving.")
 
 
+TABLE2_100_DIAGNOSIS = (
+    "Measured (3 seeds, 100 rounds, the best of 10 evaluations): BN 89.61 / 89.44 / 89.87 at B = 32 and 90.43 / "
+    "89.84 / 89.58 at B = 2, HBN 89.90 / 89.75 / 89.83 and 90.33 / 90.24 / 89.48. Neither norm loses from the "
+    "smaller batch: BN gains 0.31 (its check asks for a loss of 1.91), HBN 0.19, and at B = 2 HBN is 0.07 above "
+    "BN (−0.10 / +0.40 / −0.10 per seed) where 1.66 is asked; HBN's check passes only because HBN loses nothing. "
+    "The 30-round confound (a B = 32 client takes a sixteenth of a B = 2 client's steps) has shrunk: B = 32 is "
+    "behind early (BN mean test accuracy at round 10 / 30 / 50: 76.9 / 85.1 / 86.9 against 82.6 / 87.7 / 88.3 at "
+    "B = 2) and its bests end within 0.3 points of B = 2's. The B = 32 curves still rise a little at the end (mean "
+    "over rounds 90-100 against 70-80: BN 88.5 against 88.0, HBN 88.6 against 87.9) while the B = 2 curves are "
+    "flat (BN 89.1 against 89.4, HBN 89.3 against 89.4); the drift toward passing BN's check, +1.40 ± 0.75, is not "
+    "significant, and −0.31 + 1.40 would still be below the 1.91 asked. Two-sample batch statistics do not hurt BN "
+    "here: at B = 2 its training loss at round 100 is lower than at B = 32 (0.178 against 0.203) and its test loss "
+    "too (0.294 against 0.317); these runs log no hybrid_factor. All 12 runs' bests lie within 89.44-90.43 on "
+    "Fashion-MNIST (the paper's CIFAR-100 cells lie at 43.89-51.05); whether this ceiling hides the loss the "
+    "paper finds at B = 2 is not tested.")
+
+
 FIG5_LOW_C_DIAGNOSIS = (
     "Measured (3 seeds, 30 rounds): λ = 0.15 gives 75.4 ± 3.1 and λ = 1 gives 75.6 ± 0.9; per seed the small λ "
     "is 1.9 and 0.4 points above and 3.1 below. With 2 of 20 clients a round under Dirichlet(0.6), each round's "
@@ -391,7 +408,7 @@ CLAIMS: list[Claim] = [
     table1(0.6, TABLE1_PHI06_DIAGNOSIS),
     table1_100_rounds(),
     table1_100_rounds(0.1),
-    table2_batch_size(100, superseded=(Superseded(table2_batch_size(diagnosis=TABLE2_DIAGNOSIS), WHY_100),)),
+    table2_batch_size(100, TABLE2_100_DIAGNOSIS, superseded=(Superseded(table2_batch_size(diagnosis=TABLE2_DIAGNOSIS), WHY_100),)),
     table4_100_rounds("fedprox", "bn", 76.08, 78.44, TABLE4_FEDPROX_DIAGNOSIS),
     table4_100_rounds("scaffold", "bn", 77.63, 78.65, TABLE4_SCAFFOLD_DIAGNOSIS),
     table4_100_rounds("fedadam", "gn", 75.67, 78.17, TABLE4_FEDADAM_DIAGNOSIS),
