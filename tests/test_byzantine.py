@@ -67,6 +67,17 @@ def test_coordinate_rules_stay_in_the_honest_range_under_f_huge_outliers(name, n
     assert bool(((out >= lo - 1e-9) & (out <= hi + 1e-9)).all())
 
 
+def test_median_after_nnm_returns_the_honest_mean_whatever_far_attackers_send():
+    """When every honest client's n − f nearest rows are the honest ones, NNM gives the honest clients one
+    average and a median of 10 values of which 7 coincide is that average: SF (−μ) and FOE (−0.1 μ) on
+    positive statistics give the same aggregate to the bit (fbn/fig8_foe_defense_beats_undefended's diagnosis)."""
+    honest = random_values(7, (64,), 6).abs() + 0.5
+    aggregate = {attack: rule("median", nnm=True)(torch.cat([honest, bad.expand(3, -1)]), torch.full((10,), 0.1))
+                 for attack, bad in (("sf", -honest.mean(0)), ("foe", -0.1 * honest.mean(0)))}
+    assert torch.equal(aggregate["sf"], aggregate["foe"])
+    torch.testing.assert_close(aggregate["sf"], honest.mean(0), **F64)
+
+
 @pytest.mark.parametrize("nnm", [False, True])
 @pytest.mark.parametrize("name", sorted(RULES))
 def test_with_identical_inputs_every_rule_returns_them(name, nnm):
