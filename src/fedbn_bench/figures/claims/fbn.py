@@ -38,7 +38,7 @@ UNDEFENDED = {"sf": attacked(FIG4, "fbn", "sf"), "foe": attacked(CONTROLS, "fbn"
 """FBN under each attack with no defense (the server averages): the outcome that would fail a defense claim."""
 DECIDED_FIG4 = ("the reduced setting at the paper's length and client momentum, 3000 steps (lr thirds at 1000 / "
                 "2000): `experiment=fbn/fig4_3000_momentum_fmnist` and `fbn/fig8_10_3000_momentum_fmnist`, 13 runs of "
-                "about an hour at one thread (scripts/claims_queue.txt; `scripts/gpu_claims.sh` on a GPU)")
+                "about 13 minutes at one thread (scripts/claims_queue.txt; `scripts/gpu_claims.sh` on a GPU)")
 
 
 def undefended(attack: str, label: str, quantity: str) -> Control:
