@@ -97,8 +97,8 @@ def acquire(run_dir: str | Path) -> None:
                 return
             reason = _replaceable(owner)
             if reason is None:
-                raise DirectoryInUse(f"{shown(run_dir)} is in use by another run ({describe(owner)}); wait for it to end "
-                                     f"or choose another directory (if that run is dead, remove {path})")
+                raise DirectoryInUse(f"{shown(run_dir)} is in use by another run ({describe(owner)}); wait for it "
+                                     f"to end or choose another directory (if that run is dead, remove {path})")
             print(f"note: {path} taken over from {describe(owner)}: {reason}", file=sys.stderr)
             path.unlink(missing_ok=True)
             continue

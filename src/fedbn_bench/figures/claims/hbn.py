@@ -376,11 +376,11 @@ TABLE6_100_DIAGNOSIS = (
     "falls below full HBN by the margin asked (1.25 where 0.45 is); it is behind at every evaluation (mean test "
     "accuracy at round 10 / 50 / 100: 79.3 / 84.6 / 87.7 against 81.7 / 87.6 / 89.4). Batch-only and fixed 1:1 "
     "end level with full HBN, weighted average 0.06 below it where 0.11 is asked, and moving average 0.43 below "
-    "where 1.99 is asked. Full HBN's learned factor hardly moves: the channel mean of w = sigmoid(α) stays within 0.4994-0.5014 in every layer, seed and evaluation "
-    "(table1_100_rounds_fmnist's runs), so it acts as the fixed 1:1 row, and the two agree (−0.06). No difference "
-    "that fails drifts significantly toward passing. As in Table 4 at 100 rounds, every row but global-only ends "
-    "within 89.5-90.5 on Fashion-MNIST (the paper's rows lie at 72.3-78.2); whether this ceiling compresses the "
-    "paper's gaps is not tested.")
+    "where 1.99 is asked. Full HBN's learned factor hardly moves: the channel mean of w = sigmoid(α) stays "
+    "within 0.4994-0.5014 in every layer, seed and evaluation (table1_100_rounds_fmnist's runs), so it acts as "
+    "the fixed 1:1 row, and the two agree (−0.06). No difference that fails drifts significantly toward passing. "
+    "As in Table 4 at 100 rounds, every row but global-only ends within 89.5-90.5 on Fashion-MNIST (the paper's "
+    "rows lie at 72.3-78.2); whether this ceiling compresses the paper's gaps is not tested.")
 
 
 def table6_ablation(rounds: int = 30, diagnosis: str = "", superseded: tuple[Superseded, ...] = ()) -> Claim:
@@ -408,12 +408,14 @@ CLAIMS: list[Claim] = [
     table1(0.6, TABLE1_PHI06_DIAGNOSIS),
     table1_100_rounds(),
     table1_100_rounds(0.1),
-    table2_batch_size(100, TABLE2_100_DIAGNOSIS, superseded=(Superseded(table2_batch_size(diagnosis=TABLE2_DIAGNOSIS), WHY_100),)),
+    table2_batch_size(100, TABLE2_100_DIAGNOSIS,
+                      superseded=(Superseded(table2_batch_size(diagnosis=TABLE2_DIAGNOSIS), WHY_100),)),
     table4_100_rounds("fedprox", "bn", 76.08, 78.44, TABLE4_FEDPROX_DIAGNOSIS),
     table4_100_rounds("scaffold", "bn", 77.63, 78.65, TABLE4_SCAFFOLD_DIAGNOSIS),
     table4_100_rounds("fedadam", "gn", 75.67, 78.17, TABLE4_FEDADAM_DIAGNOSIS),
     table4("fedsam", "bn", 76.39, 78.40, TABLE4_FEDSAM_DIAGNOSIS),
-    table6_ablation(100, TABLE6_100_DIAGNOSIS, superseded=(Superseded(table6_ablation(diagnosis=TABLE6_DIAGNOSIS), WHY_100),)),
+    table6_ablation(100, TABLE6_100_DIAGNOSIS,
+                    superseded=(Superseded(table6_ablation(diagnosis=TABLE6_DIAGNOSIS), WHY_100),)),
     Claim(
         "hbn/sec5_random_samples",
         "§5: computing HBN's statistics from 128 random samples per client instead of all local data costs only "
