@@ -24,6 +24,7 @@ from fedbn_bench.errors import ConfigError, Stopped
 from fedbn_bench.norms.base import NormMethod
 from fedbn_bench.records.loggers import Logger
 from fedbn_bench.records.machine import machine_record
+from fedbn_bench.records.provenance import code_record
 from fedbn_bench.records.run_records import RunRecorder
 from fedbn_bench.records.selection import REPORTED_AT_BEST, best_validation, selection_key
 from fedbn_bench.stopping import requested_stop
@@ -49,6 +50,8 @@ class RunLoop:
         self.pending_losses: list[torch.Tensor] = []
         self.best, self.last, self.elapsed = -math.inf, {}, 0.0
         self.start = time.perf_counter()
+        self.code = code_record()
+        """The code that makes this run (``records/provenance.py``), read when the run is built."""
         self.reestimate = reestimates_statistics(settings.eval_statistics, fed.norm)
         self.best_selection: dict[str, Any] | None = None
         """With ``evaluator.defers_robust_test``: the score and state (global and clients' local
@@ -184,6 +187,7 @@ class RunLoop:
             **self.engine,
             **(self.graphs.summary() if self.graphs is not None else {}),
             **machine_record(next(self.fed.model.parameters()).device),
+            **self.code,
             **({"final_robust_acc": last["robust_acc"]} if "robust_acc" in last else {}),
             **({"train_macs_per_round": self.train_macs_per_round} if self.train_macs_per_round is not None else {}),
             **best_validation(self.history, (*REPORTED_AT_BEST, *self.evaluator.robust_attacks)),
