@@ -8,6 +8,7 @@
 # the code worktrees of earlier commits are removed once no process runs from them.
 #
 #   scripts/claims_queue_start.sh [COMMIT]
+#   QUEUE_FILE=scripts/rerun_queue.txt scripts/claims_queue_start.sh     (another list of deciders, read at COMMIT)
 #   tail -f /work/queue/claims_queue.log          (progress lines)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +26,7 @@ if [ -n "$old" ] && grep -qs claims_queue.py "/proc/$old/cmdline"; then
 fi
 cd "$root"
 PYTHONPATH="$code/src" nohup setsid "$code/.venv/bin/python" "$code/scripts/claims_queue.py" --root "$root" \
+    --queue "$code/${QUEUE_FILE:-scripts/claims_queue.txt}" \
     >> "$root/claims_queue.log" 2>&1 < /dev/null &
 for stale in /work/wt-queue-*; do   # earlier commits' code, once no run uses it
     [ "$stale" = "$code" ] || grep -aqs "$stale/[.]venv/bin/python" /proc/[0-9]*/cmdline ||
