@@ -41,9 +41,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+from fedbn_bench.records.replay import record_path  # noqa: E402
 STATE = ".claims_queue"
 FINISHED = ("completed", "diverged")
 FIXED = ("resume=auto", "record=true", "engine.threads=1")
@@ -74,12 +76,59 @@ class Cell:
         return f"{self.decider.runs}/{self.subdir}"
 
     @property
+    def seconds(self) -> float:
+        return self.decider.seconds
+
+    def finished(self, root: Path) -> bool:
+        return run_status(root, self) in FINISHED
+
+    @property
     def key(self) -> str:
         return self.run_dir.replace("/", "__")
 
     def command(self, runner: list[str]) -> list[str]:
         return [*runner, "-m", f"experiment={self.decider.preset}", *self.overrides,
                 f"hydra.sweep.dir={self.decider.runs}", f"hydra.sweep.subdir={self.subdir}", *FIXED]
+
+
+@dataclass(frozen=True)
+class ReplayCell:
+    """The replay of one committed run that a current claim reads (issue 57 §1): ``fedbn_bench.replay_runner`` on
+    the run as the code's checkout holds it, for its first evaluation; its result goes to
+    ``<root>/results/replay/`` (``records/replay.py``), which ``--harvest`` copies."""
+
+    run_dir: str
+    seconds: float
+    evals: int = 1
+
+    @property
+    def key(self) -> str:
+        return "replay__" + self.run_dir.replace("/", "__")
+
+    def finished(self, root: Path) -> bool:
+        return record_path(root, self.run_dir).is_file() or record_path(REPO, self.run_dir).is_file()
+
+    def command(self, runner: list[str]) -> list[str]:
+        return [runner[0], "-m", "fedbn_bench.replay_runner", self.run_dir, "--evals", str(self.evals),
+                "--repo", str(REPO), "--out", "."]
+
+
+def replay_cells(evals: int = 1) -> list[ReplayCell]:
+    """A replay of every committed run a current claim reads, cheapest first (its first ``evals`` evaluations'
+    share of the run's recorded wall time)."""
+    from fedbn_bench.figures.claims import CLAIMS
+    from fedbn_bench.figures.claims.base import judge
+    from fedbn_bench.figures.claims.evidence import all_runs_read
+    from fedbn_bench.records.reader import read_run
+
+    cache: dict = {}
+    cells = []
+    for run in all_runs_read(judge(claim, REPO, cache) for claim in CLAIMS):
+        record = read_run(REPO / run)
+        rounds = max(int(record.get("rounds") or record.get("steps") or 1), 1)
+        share = min(evals * int(record.get("eval_every") or rounds), rounds) / rounds
+        cells.append(ReplayCell(run, share * float(record.summary.get("wall_time_s") or 0.0) + 10, evals))
+    return sorted(cells, key=lambda c: c.seconds)
 
 
 def read_queue(path: Path) -> list[Decider]:
@@ -144,7 +193,7 @@ def run_status(root: Path, cell: Cell) -> Optional[str]:
         return None
 
 
-def lock_path(root: Path, cell: Cell) -> Path:
+def lock_path(root: Path, cell: AnyCell) -> Path:
     return root / STATE / "locks" / f"{cell.key}.lock"
 
 
@@ -173,20 +222,23 @@ def holder(path: Path) -> Optional[dict]:
     return None
 
 
+AnyCell = Union[Cell, ReplayCell]
+
+
 @dataclass
 class Row:
-    cell: Cell
+    cell: AnyCell
     state: str
     """done, running, failed (its summary says so), queued."""
     started: Optional[float] = None
 
 
-def survey(root: Path, cells: list[Cell]) -> list[Row]:
+def survey(root: Path, cells: list[AnyCell]) -> list[Row]:
     rows = []
     for cell in cells:
-        status = run_status(root, cell)
+        status = run_status(root, cell) if isinstance(cell, Cell) else None
         held = holder(lock_path(root, cell))
-        if status in FINISHED:
+        if cell.finished(root):
             rows.append(Row(cell, "done"))
         elif held is not None:
             rows.append(Row(cell, "running", held.get("started")))
@@ -202,9 +254,9 @@ def hours_left(rows: list[Row], now: float) -> float:
     seconds = 0.0
     for row in rows:
         if row.state == "queued":
-            seconds += row.cell.decider.seconds
+            seconds += row.cell.seconds
         elif row.state == "running":
-            seconds += max(row.cell.decider.seconds - (now - (row.started or now)), 0.0)
+            seconds += max(row.cell.seconds - (now - (row.started or now)), 0.0)
     return seconds / 3600
 
 
@@ -222,7 +274,7 @@ def print_status(rows: list[Row], now: float) -> None:
     print(progress_line(rows, now))
 
 
-def signal_running(root: Path, cells: list[Cell], signum: int) -> int:
+def signal_running(root: Path, cells: list[AnyCell], signum: int) -> int:
     """Send ``signum`` to every running job's process group; how many got it."""
     sent = 0
     for cell in cells:
@@ -236,31 +288,49 @@ def signal_running(root: Path, cells: list[Cell], signum: int) -> int:
     return sent
 
 
-def plan(root: Path, cells: list[Cell], longest_first: bool = False) -> list[str]:
+def plan(root: Path, cells: list[AnyCell], longest_first: bool = False) -> list[str]:
     """One tab-separated line per cell neither finished nor running under ``root``: its run directory, its
     estimated CPU-seconds (whole), then its command's arguments (``Cell.command`` without the runner, ``FIXED``
     included). ``longest_first``: the costliest deciders' cells first, queue order among equals."""
     left = [row.cell for row in survey(root, cells) if row.state in ("queued", "failed")]
     if longest_first:
-        left.sort(key=lambda cell: -cell.decider.seconds)
-    return ["\t".join([cell.run_dir, f"{cell.decider.seconds:.0f}", *cell.command([])]) for cell in left]
+        left.sort(key=lambda cell: -cell.seconds)
+    return ["\t".join([cell.run_dir, f"{cell.seconds:.0f}", *cell.command([])]) for cell in left]
 
 
-def harvest(root: Path, cells: list[Cell], into: Path) -> list[str]:
+def harvest(root: Path, cells: list[AnyCell], into: Path, replace: bool = False) -> list[str]:
     """Copy each finished run missing under ``into`` (a checkout) there, without its checkpoints (``*.pt``,
-    gitignored); one line per run copied: its directory, status and wall time."""
+    gitignored), and each replay result it lacks; with ``replace``, a finished run also replaces the checkout's
+    run of the same directory when the two were made by different code (a run re-run in full after its replay
+    drifted). One line per run copied: its directory, status and wall time."""
     copied = []
     for cell in cells:
-        source, target = root / cell.run_dir, into / cell.run_dir
-        if run_status(root, cell) not in FINISHED or (target / "summary.json").exists():
+        if isinstance(cell, ReplayCell):
+            source, target = record_path(root, cell.run_dir), record_path(into, cell.run_dir)
+            if source.is_file() and not target.is_file():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
+                copied.append(f"{cell.run_dir}: {json.loads(source.read_text())['status']} (replay)")
             continue
+        source, target = root / cell.run_dir, into / cell.run_dir
+        if run_status(root, cell) not in FINISHED:
+            continue
+        if (target / "summary.json").exists():
+            if not replace or made_by(source) == made_by(target):
+                continue
+            shutil.rmtree(target)
         shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.pt"))
         summary = json.loads((target / "summary.json").read_text())
         copied.append(f"{cell.run_dir}: {summary['status']}, {summary.get('wall_time_s', 0):.0f} s")
     return copied
 
 
-def start(root: Path, cell: Cell, runner: list[str], fd: int) -> subprocess.Popen:
+def made_by(run_dir: Path) -> Optional[str]:
+    """The ``code_commit`` a run's summary records (``None``: it predates the record)."""
+    return json.loads((run_dir / "summary.json").read_text()).get("code_commit")
+
+
+def start(root: Path, cell: AnyCell, runner: list[str], fd: int) -> subprocess.Popen:
     """Launch ``cell`` in a process group of its own, holding the lock ``fd`` for as long as it lives."""
     logs = root / STATE / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -274,20 +344,20 @@ def start(root: Path, cell: Cell, runner: list[str], fd: int) -> subprocess.Pope
     return process
 
 
-def next_cells(root: Path, cells: list[Cell], tried: set[str]) -> Iterator[tuple[Cell, int]]:
+def next_cells(root: Path, cells: list[AnyCell], tried: set[str]) -> Iterator[tuple[AnyCell, int]]:
     """The cells to run now, in queue order, each with its lock held: not finished, not running, not tried."""
     for cell in cells:
-        if cell.key in tried or run_status(root, cell) in FINISHED:
+        if cell.key in tried or cell.finished(root):
             continue
         fd = try_lock(lock_path(root, cell))
         if fd is not None:
             yield cell, fd
 
 
-def run_queue(root: Path, cells: list[Cell], runner: list[str], jobs: int, poll: float) -> int:
+def run_queue(root: Path, cells: list[AnyCell], runner: list[str], jobs: int, poll: float) -> int:
     """Run every cell not finished while fewer than ``jobs`` runs hold their locks (this queue's, or those a
     previous queue left running); a cell that ends unfinished is not retried this time."""
-    running: dict[str, tuple[subprocess.Popen, int, Cell]] = {}
+    running: dict[str, tuple[subprocess.Popen, int, AnyCell]] = {}
     tried: set[str] = set()
     last = ""
     while True:
@@ -336,12 +406,19 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="the runs neither finished nor running, one a line: run directory, CPU-seconds, "
                              "arguments (tab-separated)")
     parser.add_argument("--longest-first", action="store_true", help="--plan: the costliest runs first")
+    parser.add_argument("--replay", action="store_true",
+                        help="after the deciders, replay every committed run a current claim reads (issue 57)")
+    parser.add_argument("--evals", type=int, default=1, help="--replay: the evaluations each replay compares")
+    parser.add_argument("--replace", action="store_true",
+                        help="--harvest: a finished run replaces the checkout's run made by other code (a re-run)")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         print(f"error: --jobs {args.jobs}: at least 1", file=sys.stderr)
         return 2
     root = args.root.resolve()
-    cells = [cell for decider in read_queue(args.queue) for cell in expand(decider)]
+    cells: list[AnyCell] = [cell for decider in read_queue(args.queue) for cell in expand(decider)]
+    if args.replay:
+        cells += replay_cells(args.evals)
     if args.status:
         print_status(survey(root, cells), time.time())
         return 0
@@ -350,7 +427,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(line)
         return 0
     if args.harvest:
-        copied = harvest(root, cells, args.harvest.resolve())
+        copied = harvest(root, cells, args.harvest.resolve(), args.replace)
         print("\n".join(copied) or "nothing new finished")
         if copied:
             print("next: python scripts/claims.py (the page, and results/claims/declared.json naming these runs), "

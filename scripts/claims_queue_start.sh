@@ -9,6 +9,7 @@
 #
 #   scripts/claims_queue_start.sh [COMMIT]
 #   QUEUE_FILE=scripts/rerun_queue.txt scripts/claims_queue_start.sh     (another list of deciders, read at COMMIT)
+#   QUEUE_ARGS=--replay scripts/claims_queue_start.sh     (then replay every run a current claim reads: issue 57)
 #   tail -f /work/queue/claims_queue.log          (progress lines)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +27,7 @@ if [ -n "$old" ] && grep -qs claims_queue.py "/proc/$old/cmdline"; then
 fi
 cd "$root"
 PYTHONPATH="$code/src" nohup setsid "$code/.venv/bin/python" "$code/scripts/claims_queue.py" --root "$root" \
-    --queue "$code/${QUEUE_FILE:-scripts/claims_queue.txt}" \
+    --queue "$code/${QUEUE_FILE:-scripts/claims_queue.txt}" ${QUEUE_ARGS:-} \
     >> "$root/claims_queue.log" 2>&1 < /dev/null &
 for stale in /work/wt-queue-*; do   # earlier commits' code, once no run uses it
     [ "$stale" = "$code" ] || grep -aqs "$stale/[.]venv/bin/python" /proc/[0-9]*/cmdline ||

@@ -40,7 +40,7 @@ class RunRecorder:
         the columns (contract columns first)."""
         if self._columns is None:
             self._columns = [*METRIC_COLUMNS, *(k for k in row if k not in METRIC_COLUMNS)]
-        self._rows.append([_format(row.get(k)) for k in self._columns])
+        self._rows.append([format_value(row.get(k)) for k in self._columns])
         text = io.StringIO()
         csv.writer(text).writerows([self._columns, *self._rows])
         atomic_write_text(self.metrics_path, text.getvalue())
@@ -52,7 +52,8 @@ class RunRecorder:
         atomic_write_text(self.summary_path, json.dumps(clean, indent=2) + "\n")
 
 
-def _format(value: Any) -> Any:
+def format_value(value: Any) -> Any:
+    """A value as ``metrics.csv`` holds it: a float to 6 significant digits, ``None`` empty."""
     if isinstance(value, float):
         return f"{value:.6g}"
     return "" if value is None else value
