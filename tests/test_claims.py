@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from conftest import CONF
 from fedbn_bench.figures.base import measure
 from fedbn_bench.figures.claims import CLAIMS
-from fedbn_bench.figures.claims.base import FAILS, HOLDS, NOT_RUN, Check, Claim, Measured, Quantity, judge
+from fedbn_bench.figures.claims.base import FAILS, HOLDS, HOLDS_UNTOLD, NOT_RUN, Check, Claim, Measured, Quantity, judge
 from fedbn_bench.figures.claims.cli import main
 from fedbn_bench.figures.claims.report import BEGIN, END, anchor, claims_md, ours, readme_table, replace_block
 from fedbn_bench.records.reader import read_run
@@ -30,6 +30,7 @@ def write_run(root: Path, name: str, method: str, gamma: float, acc: float, stat
     (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"gamma": gamma, "norm": {"name": "x"}}))
     (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"+experiment/m={method}", f"gamma={gamma}"]))
     (run / "summary.json").write_text(json.dumps({"status": status, "final_test_acc": acc}))
+    (run / "metrics.csv").write_text("round,test_acc\n" + "".join(f"{10 * i},{acc}\n" for i in range(1, 11)))
     return run
 
 
@@ -78,7 +79,8 @@ def test_first_and_final_skip_cells_without_a_value(tmp_path):
                                                  "first": Quantity(RUNS, {}, "first:change", 1.0)},
                   (Check("last", "first", "ratio_at_most", 0.5, ""),))
     verdict = judge(claim, tmp_path)
-    assert verdict.measured["first"].values == [250.0] and verdict.verdict == HOLDS
+    assert verdict.measured["first"].values == [250.0] and verdict.check_results == [True]
+    assert verdict.verdict == HOLDS_UNTOLD and "2 evaluations in common" in verdict.measured["last"].untold
 
 
 def test_mean_and_rises_of_a_curve(tmp_path):

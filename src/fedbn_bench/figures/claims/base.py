@@ -29,13 +29,16 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from fedbn_bench.figures.base import COMPLETED, load_runs, mean_std, measure
-from fedbn_bench.figures.claims.convergence import Drift, Trend, drift, trend
+from fedbn_bench.figures.claims.convergence import Drift, Trend, coefficients, drift, trend, untold
 from fedbn_bench.records.reader import RunRecord
 
 HOLDS, FAILS, NOT_RUN = "holds", "fails", "not run"
 NOT_CONVERGED, UNINFORMATIVE, UNCONTROLLED = "fails (not converged)", "uninformative", "holds (control not run)"
 HOLDS_NOT_CONVERGED, OFFLINE = "holds (not converged)", "cannot decide offline"
-VERDICTS = (HOLDS, HOLDS_NOT_CONVERGED, UNCONTROLLED, UNINFORMATIVE, FAILS, NOT_CONVERGED, OFFLINE, NOT_RUN)
+HOLDS_UNTOLD, FAILS_UNTOLD = "holds (too few evaluations to tell)", "fails (too few evaluations to tell)"
+HOLDS_IN_NOISE = "holds (within seed noise)"
+VERDICTS = (HOLDS, HOLDS_NOT_CONVERGED, HOLDS_UNTOLD, HOLDS_IN_NOISE, UNCONTROLLED, UNINFORMATIVE, FAILS,
+            NOT_CONVERGED, FAILS_UNTOLD, OFFLINE, NOT_RUN)
 """Every verdict, in report order (module docstring)."""
 COUNTED = (COMPLETED, "diverged")
 """Run statuses whose records enter a claim's means (module docstring)."""
@@ -196,6 +199,8 @@ class Measured:
     """The directories of the counted runs, relative to the repository (``declared.py`` dates them)."""
     trend: Optional[Trend] = None
     """The trend of the completed runs' curve (``convergence.trend``; a diverged run has ended)."""
+    untold: str = ""
+    """Why its curve has no trend that can be weighed (``convergence.untold``; empty: it has one or needs none)."""
 
     @property
     def mean(self) -> Optional[float]:
@@ -227,6 +232,38 @@ class Verdict:
         return [i for i, (check, passed, d) in enumerate(zip(self.claim.checks, self.check_results, self.drifts))
                 if passed is not None and d is not None and d.significant
                 and (not passed or d.change > check.margin(*check.operands(self.measured)))]
+
+
+    @property
+    def untold(self) -> list[int]:
+        """The checks one of whose quantities has no trend that can be weighed (``Measured.untold``)."""
+        return [i for i, check in enumerate(self.claim.checks)
+                if any(self.measured[name].untold for name in (check.a, check.b) if isinstance(name, str))]
+
+    @property
+    def in_noise(self) -> list[int]:
+        """The passing checks whose margin is smaller than their standard error over seeds (:func:`seed_error`)."""
+        out = []
+        for i, (check, passed) in enumerate(zip(self.claim.checks, self.check_results)):
+            error = seed_error(check, self.measured) if passed else None
+            if error is not None and check.margin(*check.operands(self.measured)) < error:
+                out.append(i)
+        return out
+
+
+def seed_error(check: Check, measured: Mapping[str, Measured]) -> Optional[float]:
+    """The standard error of ``check``'s value over its quantities' seeds (each side's sample sd / √n, combined as
+    the check's value moves with it); ``None`` where a side has fewer than two runs (no seed noise to read)."""
+    a, b = check.operands(measured)
+    variance = 0.0
+    for coefficient, name in zip(coefficients(check.relation, a, b), (check.a, check.b)):
+        if not isinstance(name, str):
+            continue
+        m = measured[name]
+        if len(m.values) < 2:
+            return None
+        variance += (coefficient * m.sd) ** 2 / len(m.values)
+    return math.sqrt(variance)
 
 
 def matches(run: RunRecord, where: Mapping[str, Any]) -> bool:
@@ -265,6 +302,7 @@ def measure_quantity(q: Quantity, runs: list[RunRecord], tree: Path) -> Measured
             else:
                 out.other.append(f"{run.path.name}: {run.status} (counted)")
     out.trend = trend(completed, q.metric, q.scale)
+    out.untold = untold(completed, q.metric, out.trend)
     return out
 
 
@@ -287,6 +325,30 @@ def control_passes(claim: Claim, control: Control, measured: dict[str, Measured]
     return all(claim.checks[i].passes(*claim.checks[i].operands(measured)) for i in claim.control_checks(control))
 
 
+def settled(verdict: Verdict) -> str:
+    """The verdict once the checks' drift, trends, seeds and controls are read (``convergence.RULE``): a fail that one
+    converged check decides is *fails*; else one whose failing checks lack a trend *fails (too few evaluations to
+    tell)*; else *fails (not converged)*. A hold is *uninformative* when a control passes too, *holds (not
+    converged)* when a passing check drifts against it by more than its margin, *holds (too few evaluations to
+    tell)* when a passing check has no trend, *holds (within seed noise)* when a margin is smaller than its
+    standard error over seeds, *holds (control not run)* while a control's runs are missing."""
+    results, unsettled, untold = verdict.check_results, verdict.unsettled, verdict.untold
+    if verdict.verdict == FAILS:
+        failing = [i for i, passed in enumerate(results) if not passed]
+        if any(i not in unsettled and i not in untold for i in failing):
+            return FAILS
+        return FAILS_UNTOLD if any(i in untold for i in failing) else NOT_CONVERGED
+    if any(verdict.controls):
+        return UNINFORMATIVE
+    if unsettled:
+        return HOLDS_NOT_CONVERGED
+    if untold:
+        return HOLDS_UNTOLD
+    if verdict.in_noise:
+        return HOLDS_IN_NOISE
+    return UNCONTROLLED if None in verdict.controls else HOLDS
+
+
 def judge(claim: Claim, root: Path, cache: Optional[dict[Path, list[RunRecord]]] = None) -> Verdict:
     """The verdict of ``claim`` (and of the declarations it superseded) from the run records under ``root``."""
     cache = {} if cache is None else cache
@@ -302,14 +364,7 @@ def judge(claim: Claim, root: Path, cache: Optional[dict[Path, list[RunRecord]]]
         swapped = {**measured, **measure_all(control.replace, root, cache)}
         verdict.control_measured.append({name: swapped[name] for name in control.replace})
         verdict.controls.append(control_passes(claim, control, swapped))
-    if verdict.verdict == FAILS and all(i in verdict.unsettled for i, passed in enumerate(results) if not passed):
-        verdict.verdict = NOT_CONVERGED
-    elif verdict.verdict == HOLDS and any(verdict.controls):
-        verdict.verdict = UNINFORMATIVE
-    elif verdict.verdict == HOLDS and verdict.unsettled:
-        verdict.verdict = HOLDS_NOT_CONVERGED
-    elif verdict.verdict == HOLDS and None in verdict.controls:
-        verdict.verdict = UNCONTROLLED
+    verdict.verdict = settled(verdict)
     if claim.offline:
         verdict.verdict = OFFLINE
     return verdict

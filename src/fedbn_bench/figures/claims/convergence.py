@@ -34,7 +34,12 @@ RULE = ("A quantity's **trend** is a least-squares line through the last fifth o
         "per completed run with a common slope, and its noise is the scatter of the runs' own points around their "
         "lines (the slope's standard error, runs × evaluations − runs − 1 degrees of freedom); both are read as the "
         "change across the window. A quantity that keeps its best (best accuracy, accuracy at the best validation "
-        "round) cannot fall: it follows a rising line and stays where its line falls. A check's **drift** is the change of its value (a − b, |a − b| or a / b) that its "
+        "round) cannot fall: it moves by what its best would gain if its line went on for one more window (nothing "
+        "where the line stays below the best). A quantity whose curve has fewer than ten evaluations (a window of "
+        "five within its last half), or no scatter around a moving line, has **no trend to tell**: a claim it "
+        "decides reads *fails / holds (too few evaluations to tell)* with the evaluations that would decide it, "
+        "never a silent verdict. A check that passes by less than its standard error over seeds (each side's "
+        "sd / √n) reads *holds (within seed noise)*. A check's **drift** is the change of its value (a − b, |a − b| or a / b) that its "
         "quantities' trends make, toward passing or against; it is **significant** when larger than its standard "
         "error (the quantities' errors added; Welch–Satterthwaite degrees of freedom) times Student's t at 0.975. "
         "A claim **fails (not converged)** when every check it fails drifts significantly toward passing, and "
@@ -57,6 +62,20 @@ RULE_CHANGE = (
     "passing is not significant: both sides of a gap rising together, the moving side moving away, or too few "
     "evaluations to tell).")
 """How the rule came to be, as CLAIMS.md states it (the flips measured when it was committed)."""
+
+RULE_CHANGE_57 = (
+    "Issue 57 changed the rule in a commit of its own, before any run was re-read: a quantity needs at least ten "
+    "evaluations (a window of five) and scatter around its line for a trend, else its claim reads *too few "
+    "evaluations to tell*; a quantity that keeps its best drifts by what its best would gain, not by its raw slope; "
+    "a hold inside its seeds' noise says so. On the runs committed at a3e366c it flipped 23 verdicts and no other: "
+    "to *holds (too few evaluations to tell)* from *holds*: fbn/fig3a_naive_collapses, "
+    "fbn/fig3a_fbn_matches_centralized, fbn/fig3a_fixbn_between, fbn/fig3a_gamma001, fbn/fig3a_iid_all_similar, "
+    "fbn/fig4_naive_no_defense, fbn/fig4_naive_defended, fbn/fig5a_dirichlet, fbn/parity_authors_code, "
+    "fixbn/table1_bn_gap, fixbn/table1_gn_close, fixbn/fig3_shards, fixbn/fig3_dirichlet, fixbn/table_h_freeze_affine, "
+    "fixbn/fig_i_maintained_momentum, hbn/table4_fedsam, hbn/sec5_random_samples, hbn/fig5_small_lambda_low_c; to "
+    "*fails (too few evaluations to tell)* from *fails*: hbn/table1_phi0.1, hbn/table1_phi0.6; to *holds (within "
+    "seed noise)* from *holds*: fedrbn/fig6_lambda_20, fedbn/fig4a_accuracy_falls_with_e, fedbn/table12_centralized.")
+"""The issue-57 change of the rule and the verdicts it flipped (measured on the committed runs before committing it)."""
 
 WINDOW_FIFTH, WINDOW_LEAST = 5, 5
 """The window: the last 1/5 of the evaluations, at least 5, at most the last half."""
@@ -85,6 +104,18 @@ class Trend:
     runs: int
     rises_only: bool = False
     """The quantity keeps its best value: it can rise with the curve, never fall."""
+    best_gain: float = 0.0
+    best_gain_se: float = 0.0
+    """With ``rises_only``: what the runs' mean best would gain (± its standard error) if their line went on for
+    one more window; negative where the line would stay below the best."""
+    noise: float = 0.0
+    """The runs' scatter around their lines (a standard deviation, in the quantity's units)."""
+
+    @property
+    def untold(self) -> str:
+        """Why the trend cannot be weighed (empty: it can): a line with no scatter around it that still moves."""
+        still = self.se <= 1e-9 * abs(self.change) and self.change != 0
+        return "no scatter around its moving line (a zero standard error)" if still else ""
 
 
 @dataclass(frozen=True)
@@ -123,24 +154,40 @@ def common_curves(runs: Sequence[RunRecord], column: str) -> tuple[list[float], 
     return common, [[c[r] for r in common] for c in curves]
 
 
+def window_size(evaluations: int) -> int:
+    """The window of a curve of ``evaluations`` points (module docstring)."""
+    return min(math.ceil(evaluations / 2), max(WINDOW_LEAST, math.ceil(evaluations / WINDOW_FIFTH)))
+
+
 def line_trend(rounds: Sequence[float], curves: Sequence[Sequence[float]], scale: float = 1.0,
                rises_only: bool = False) -> Optional[Trend]:
-    """The trend of ``curves`` (one per run, all at ``rounds``) over their window; ``None`` where the window leaves
-    no degree of freedom for the scatter."""
+    """The trend of ``curves`` (one per run, all at ``rounds``) over their window; ``None`` where the window is shorter
+    than :data:`WINDOW_LEAST` evaluations (a curve of fewer than twice as many) or leaves no degree of freedom."""
     n = len(curves)
-    size = min(math.ceil(len(rounds) / 2), max(WINDOW_LEAST, math.ceil(len(rounds) / WINDOW_FIFTH)))
+    size = window_size(len(rounds))
     df = n * size - n - 1
-    if n == 0 or df < 1:
+    if n == 0 or size < WINDOW_LEAST or df < 1:
         return None
     x = [float(r) for r in rounds[-size:]]
     x_mean = sum(x) / size
     dx = [r - x_mean for r in x]
     sxx = sum(d * d for d in dx)
-    centred = [[v - sum(c[-size:]) / size for v in c[-size:]] for c in curves]
+    levels = [sum(c[-size:]) / size for c in curves]
+    centred = [[v - level for v in c[-size:]] for c, level in zip(curves, levels)]
     slope = sum(d * v for c in centred for d, v in zip(dx, c)) / (n * sxx)
     scatter = sum((v - slope * d) ** 2 for c in centred for d, v in zip(dx, c)) / df
     span = (x[-1] - x[0]) * scale
-    return Trend(x[-1], slope * span, math.sqrt(scatter / (n * sxx)) * span, df, size, n, rises_only)
+    slope_se = math.sqrt(scatter / (n * sxx))
+    ahead = x[-1] - x_mean + (x[-1] - x[0])   # from the window's centre to the end of one more window
+    gain = sum(level + slope * ahead - max(c) for c, level in zip(curves, levels)) / n
+    gain_se = math.sqrt(scatter / (n * size) + (slope_se * ahead) ** 2)
+    return Trend(x[-1], slope * span, slope_se * span, df, size, n, rises_only,
+                 gain * scale, gain_se * abs(scale), math.sqrt(scatter) * abs(scale))
+
+
+def evaluations_needed() -> int:
+    """The fewest evaluations a curve needs for a trend: a window of :data:`WINDOW_LEAST` within its last half."""
+    return 2 * WINDOW_LEAST
 
 
 def trend(runs: Sequence[RunRecord], metric: str, scale: float) -> Optional[Trend]:
@@ -151,6 +198,33 @@ def trend(runs: Sequence[RunRecord], metric: str, scale: float) -> Optional[Tren
         return None
     rounds, curves = common_curves(runs, column)
     return line_trend(rounds, curves, scale, metric in KEEPS_BEST or metric.startswith("best:"))
+
+
+def detectable(runs: int, size: int, power: float = 0.8) -> float:
+    """The smallest change across a window of ``size`` evenly spaced evaluations of ``runs`` runs that the rule reads
+    significant with probability ``power``, in units of the noise's standard deviation per evaluation. The rule's
+    statistic is a noncentral t: the change's estimate over its estimated standard error, with ``runs × size − runs
+    − 1`` degrees of freedom and noncentrality the true change over its true standard error, σ √(12 (k − 1) /
+    (n k (k + 1)))."""
+    from scipy.optimize import brentq
+
+    df = runs * size - runs - 1
+    critical = stats.t.ppf(CONFIDENCE, df)
+    ncp = brentq(lambda d: stats.nct.sf(critical, df, d) - power, 0.0, 100.0)
+    return ncp * math.sqrt(12 * (size - 1) / (runs * size * (size + 1)))
+
+
+def untold(runs: Sequence[RunRecord], metric: str, found: Optional[Trend]) -> str:
+    """Why a quantity whose metric follows a curve has no trend that can be weighed (empty: it has one, or its
+    metric follows no curve and needs none): too few evaluations, or no scatter around a moving line."""
+    column = curve_column(metric)
+    if column is None or not runs:
+        return ""
+    if found is None:
+        count = len(common_curves(runs, column)[0])
+        return (f"{count} evaluation{'s' if count != 1 else ''} in common; a trend needs at least "
+                f"{evaluations_needed()} evaluations")
+    return found.untold
 
 
 def coefficients(relation: str, a: float, b: float) -> tuple[float, float]:
@@ -169,15 +243,23 @@ def drift(relation: str, a: float, b: float, trends: tuple[Optional[Trend], Opti
           toward_passing: bool) -> Optional[Drift]:
     """The drift of a check with means ``a`` and ``b`` and their quantities' ``trends`` (``None`` for a number or
     an unread trend), toward passing or against it; ``None`` where no trend moves it (a quantity that keeps its
-    best stays where its line falls)."""
+    best moves only by what its best would gain: :func:`moved`)."""
     sense = 1.0 if toward_passing else -1.0
-    parts = [(sense * c, t) for c, t in zip(coefficients(relation, a, b), trends)
-             if t is not None and c != 0 and not (t.rises_only and t.change < 0)]
+    parts = [(sense * c, moved(t)) for c, t in zip(coefficients(relation, a, b), trends) if t is not None and c != 0]
+    parts = [(c, m) for c, m in parts if m is not None]
     if not parts:
         return None
-    change = sum(c * t.change for c, t in parts)
-    variances = [(c * t.se) ** 2 for c, t in parts]
+    change = sum(c * m[0] for c, m in parts)
+    variances = [(c * m[1]) ** 2 for c, m in parts]
     total = sum(variances)
-    denominator = sum(v * v / t.df for v, (_, t) in zip(variances, parts))
-    df = total * total / denominator if denominator > 0 else float(min(t.df for _, t in parts))
+    denominator = sum(v * v / m[2] for v, (_, m) in zip(variances, parts))
+    df = total * total / denominator if denominator > 0 else float(min(m[2] for _, m in parts))
     return Drift(change, math.sqrt(total), df)
+
+
+def moved(t: Trend) -> Optional[tuple[float, float, int]]:
+    """``(change, se, df)`` a quantity's trend moves it by: its line's change across the window, or for a quantity
+    that keeps its best, what its best would gain in one more window (``None`` where it would gain nothing)."""
+    if not t.rises_only:
+        return t.change, t.se, t.df
+    return (t.best_gain, t.best_gain_se, t.df) if t.best_gain > 0 else None
