@@ -48,7 +48,7 @@ EXPECTED_JOBS: dict[str, int] = {
     "fedrbn/table2_digits": 27, "fedrbn/table2_single_domain_digits": 9, "fedrbn/fig1_digits": 1,
     "fedrbn/fig3a_digits": 15, "fedrbn/fig3b_digits": 12, "fedrbn/table1_digits": 8, "fedrbn/table3_digits": 3,
     "fedrbn/table4_digits": 4, "fedrbn/table7_digits": 10, "fedrbn/table1_state_digits": 4, "fedrbn/fig8_digits": 6,
-    "fedrbn/fedrbn_300_rounds_digits": 9, "fedrbn/fig1_300_rounds_digits": 1, "fedrbn/fig8_300_rounds_digits": 3,
+    "fedrbn/fedrbn_300_rounds_digits": 9, "fedrbn/fig6_5_seeds_300_rounds_digits": 15, "fedrbn/fig1_300_rounds_digits": 1, "fedrbn/fig8_300_rounds_digits": 3,
     "fedrbn/table4_300_rounds_digits": 4, "fedrbn/table7_b100_1000_rounds_digits": 2,
     "fixbn/fig1": 15, "fixbn/fig2ab": 3, "fixbn/fig2c": 21, "fixbn/fig3_cifar10": 45, "fixbn/fig3_mnist": 18,
     "fixbn/fig3_tinyimagenet": 45, "fixbn/fig_d_epochs": 75, "fixbn/fig_d_rounds": 50, "fixbn/fig_g": 27,
