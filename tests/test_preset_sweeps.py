@@ -54,7 +54,7 @@ EXPECTED_JOBS: dict[str, int] = {
     "fixbn/fig3_tinyimagenet": 45, "fixbn/fig_d_epochs": 75, "fixbn/fig_d_rounds": 50, "fixbn/fig_g": 27,
     "fixbn/fig_h": 8, "fixbn/fig_i": 45, "fixbn/sec3_4": 3, "fixbn/table1": 12, "fixbn/table2": 3,
     "fixbn/table4": 30, "fixbn/table5": 15, "fixbn/table_h": 9, "fixbn/table_i": 9,
-    "fbn/controls_fmnist": 6, "fbn/fig4_3000_fmnist": 9, "fbn/fig4_3000_momentum_fmnist": 9, "fbn/fig8_10_3000_momentum_fmnist": 4, "fixbn/fig2ab_fmnist": 1, "fixbn/fig3_fmnist": 6, "fixbn/table1_fmnist": 15, "fixbn/variants_fmnist": 3, "fixbn/sec3_4_layers_fmnist": 1, "fixbn/sec3_4_400_rounds_fmnist": 1, "fixbn/fig1_late_freeze_fmnist": 3, "fixbn/fig1_600_rounds_fmnist": 6,
+    "fbn/controls_fmnist": 6, "fbn/fig4_3000_fmnist": 9, "fbn/fig4_3000_momentum_fmnist": 9, "fbn/fig8_10_3000_momentum_fmnist": 4, "fixbn/fig2ab_fmnist": 1, "fixbn/fig3_fmnist": 18, "fixbn/table1_fmnist": 15, "fixbn/variants_fmnist": 9, "fixbn/sec3_4_layers_fmnist": 1, "fixbn/sec3_4_400_rounds_fmnist": 1, "fixbn/fig1_late_freeze_fmnist": 3, "fixbn/fig1_600_rounds_fmnist": 6,
     "hbn/fig1": 15, "hbn/fig3": 2, "hbn/fig5": 12, "hbn/fig6": 12, "hbn/sec5": 2, "hbn/table1": 21,
     "hbn/table10": 35, "hbn/table1_c100": 21, "hbn/table1_mnist": 7, "hbn/table1_tiny": 14, "hbn/table2": 30,
     "hbn/table3": 28, "hbn/table4": 16, "hbn/table4_mnist": 16, "hbn/table5": 15, "hbn/table6": 6,
