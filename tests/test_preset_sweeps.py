@@ -46,7 +46,7 @@ EXPECTED_JOBS: dict[str, int] = {
     "fedrbn/table1": 18, "fedrbn/table2": 63, "fedrbn/table2_mnist": 3, "fedrbn/table3": 3, "fedrbn/table4": 4,
     "fedrbn/table7": 10,
     "fedrbn/table2_digits": 27, "fedrbn/table2_single_domain_digits": 9, "fedrbn/fig1_digits": 1,
-    "fedrbn/fig3a_digits": 15, "fedrbn/fig3b_digits": 12, "fedrbn/table1_digits": 8, "fedrbn/table3_digits": 3,
+    "fedrbn/fig3a_digits": 15, "fedrbn/fig3a_at_domain_3_seeds_digits": 15, "fedrbn/fig3b_digits": 12, "fedrbn/table1_digits": 8, "fedrbn/table3_digits": 3,
     "fedrbn/table4_digits": 4, "fedrbn/table7_digits": 10, "fedrbn/table1_state_digits": 4, "fedrbn/fig8_digits": 6,
     "fedrbn/fedrbn_300_rounds_digits": 9, "fedrbn/fig6_5_seeds_300_rounds_digits": 15, "fedrbn/fig1_300_rounds_digits": 1, "fedrbn/fig8_300_rounds_digits": 3,
     "fedrbn/table4_300_rounds_digits": 4, "fedrbn/table7_b100_1000_rounds_digits": 2,
