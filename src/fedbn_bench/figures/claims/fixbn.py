@@ -2,11 +2,14 @@
 
 Thresholds come from the paper's numbers (Tables 1, 4, 5, §3.4): where the paper shows a gap of
 G points, the check asks for about a third of it; where it says two values match, 3 points (the
-paper's own standard deviations reach 1.2). Seeds: 3 wherever the claimed gap is under 5 points,
-except the reduced Fig. 3 grid (one seed: its gaps are 17-23 points in Table 5). The reduced
-setting and why it can show FixBN's mechanism: ``conf/experiment/fixbn/base/fmnist.yaml``.
+paper's own standard deviations reach 1.2). Seeds: 3 wherever the claimed gap is under 5 points, and on
+the reduced Fig. 3 grid too (first one seed, its gaps being 17-23 points in Table 5; 3 since one seed moved by
+more than a check's margin: issue 57). The reduced setting and why it can show FixBN's mechanism:
+``conf/experiment/fixbn/base/fmnist.yaml``.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from fedbn_bench.figures.claims.base import Check, Claim, Control, Quantity, Superseded, supersede
 
@@ -150,6 +153,77 @@ SEC3_4_CLAIM = Claim(
 """FixBN §3.4 at 400 rounds (``fixbn/sec3_4_400_rounds_fmnist``), declared before its run."""
 
 
+FIG3_SHARDS_V1 = Claim(
+    "fixbn/fig3_shards",
+    "§5 Fig. 3, Table 5: under Shards FixBN beats BN and GN (CIFAR-10, E = 100: 76.56 vs 53.97 and 59.69 %).",
+    {"FixBN": 76.56, "BN": 53.97, "GN": 59.69},
+    E10 + ", Shards (2 of 10 classes per client), one seed", "fixbn/fig3_fmnist",
+    {"FixBN": fig3("shards", "fixbn"), "BN": fig3("shards", "bn"), "GN": fig3("shards", "gn")},
+    (Check("FixBN", "BN", "at_least", 7.5, "paper gap 22.6 points; a third of it"),
+     Check("FixBN", "GN", "at_least", 5.6, "paper gap 16.9 points; a third of it")),
+    seeds=1, figure="results/fixbn/fig3_fmnist/fig3_fmnist.md", full_scale=FULL_E100)
+
+FIG3_DIRICHLET_V1 = Claim(
+    "fixbn/fig3_dirichlet",
+    "§5 Fig. 3: FixBN is at least as good as BN and GN at every non-IID degree (here Dir(0.1)).",
+    {"FixBN": None, "BN": None, "GN": None},
+    E10 + ", Dirichlet α = 0.1 (Hsu et al.), one seed", "fixbn/fig3_fmnist",
+    {"FixBN": fig3("dir0.1", "fixbn"), "BN": fig3("dir0.1", "bn"), "GN": fig3("dir0.1", "gn")},
+    (Check("FixBN", "BN", "at_least", -1.0, "paper: FixBN ≥ BN (no number at Dir(0.1)); 1 point of noise"),
+     Check("FixBN", "GN", "at_least", -1.0, "paper: FixBN ≥ GN (no number at Dir(0.1)); 1 point of noise")),
+    seeds=1, figure="results/fixbn/fig3_fmnist/fig3_fmnist.md", full_scale=FULL_E100)
+
+TABLE_H_V1 = Claim(
+    "fixbn/table_h_freeze_affine",
+    "App. C.1 Table H: what matters is freezing the statistics; also freezing (γ, β) changes little "
+    "(75.22 vs FixBN's 76.56 %), and both are far above BN (53.97 %).",
+    {"FixBN + frozen (γ, β)": 75.22, "FixBN": 76.56, "BN": 53.97},
+    E10 + ", Shards, one seed; FixBN and BN runs from fixbn/fig3_fmnist", "fixbn/variants_fmnist",
+    {"FixBN + frozen (γ, β)": Quantity(VARIANTS, {VARIANT: "fix_both"}), "FixBN": fig3("shards", "fixbn"),
+     "BN": fig3("shards", "bn")},
+    (Check("FixBN + frozen (γ, β)", "FixBN", "within", 3.0, "paper gap 1.34 points"),
+     Check("FixBN + frozen (γ, β)", "BN", "at_least", 7.0, "paper gap 21.25 points; a third of it")),
+    seeds=1,
+    controls=(Control("FixBN with every weight frozen in stage II (lr × 1e-9 from T*) in place of frozen (γ, β): if "
+                      "it too is within the window, stage II moves the weights too little for freezing (γ, β) "
+                      "to matter", {"FixBN + frozen (γ, β)": Quantity(VARIANTS, {VARIANT: "freeze_weights"})},
+                      checks=(0,)),),
+    figure="results/fixbn/fig3_fmnist/fig3_fmnist.md", full_scale="`experiment=fixbn/table_h`")
+
+FIG_I_V1 = Claim(
+    "fixbn/fig_i_maintained_momentum",
+    "App. C.4 Fig. I: maintaining the local SGD momentum across rounds keeps FixBN at least as good.",
+    {"FixBN, maintained momentum": None, "FixBN": None},
+    E10 + ", Shards, one seed; the FixBN run from fixbn/fig3_fmnist", "fixbn/variants_fmnist",
+    {"FixBN, maintained momentum": Quantity(VARIANTS, {VARIANT: "local_momentum"}),
+     "FixBN": fig3("shards", "fixbn")},
+    (Check("FixBN, maintained momentum", "FixBN", "at_least", -1.0,
+           "paper: curves only, maintained momentum helps; 1 point of noise"),),
+    seeds=1, full_scale="`experiment=fixbn/fig_i`")
+
+FIG3_WHY = (
+    "it rested on one seed, and one seed moves by more than its margin: fig3_fmnist's dir0.1/bn-seed0, replayed at "
+    "the code since 2026-11-27, reads 42.6 % at round 20 (of 40) where its committed record reads 31.6 % (issue 57 §1), "
+    "11 points, more than the margin of {margin}. The same checks and thresholds on seeds 0, 1 and 2 decide it (seed 0 "
+    "re-run at that code, scripts/rerun_queue.txt; issue 57 §2; declared before the runs of seeds 1 and 2; the "
+    "one-seed declaration at commit {commit} and since).")
+"""Why the claims on fig3_fmnist's one-seed grid take 3 seeds."""
+
+
+def three_seeds(old: Claim, margin: str, commit: str) -> Claim:
+    """``old`` (one seed) on seeds 0, 1 and 2, ``old`` kept as superseded (``FIG3_WHY``)."""
+    return replace(old, setting=old.setting.replace("one seed", "3 seeds (0, 1, 2)"), seeds=3,
+                   superseded=supersede(old, FIG3_WHY.format(margin=margin, commit=commit)))
+
+
+FIG3_SHARDS = three_seeds(FIG3_SHARDS_V1, "its check against GN (15.1 where 5.6 is asked: 9.5)", "fffed09")
+FIG3_DIRICHLET = three_seeds(FIG3_DIRICHLET_V1, "its check against GN (6.0 where −1 is asked: 7.0)", "fffed09")
+TABLE_H = three_seeds(TABLE_H_V1, "its window (|−0.04| where 3 is allowed: 2.96)", "1e3be48")
+FIG_I = three_seeds(FIG_I_V1, "its check (2.0 where −1 is asked: 3.0)", "1e3be48")
+"""FixBN Fig. 3, Table H and Fig. I on 3 seeds (``fixbn/fig3_fmnist``, ``fixbn/variants_fmnist``, seeds 0-2),
+declared before the runs of seeds 1 and 2."""
+
+
 CLAIMS: list[Claim] = [
     Claim(
         "fixbn/table1_bn_gap",
@@ -180,48 +254,9 @@ CLAIMS: list[Claim] = [
         (Check("change, last evaluation", "change, first evaluation", "ratio_at_most", 0.5,
                "paper: curves only; 'converge' read as at least halving"),),
         seeds=1, figure="results/fixbn/fig2ab_fmnist/fig2a_fmnist.md"),
-    Claim(
-        "fixbn/fig3_shards",
-        "§5 Fig. 3, Table 5: under Shards FixBN beats BN and GN (CIFAR-10, E = 100: 76.56 vs 53.97 and 59.69 %).",
-        {"FixBN": 76.56, "BN": 53.97, "GN": 59.69},
-        E10 + ", Shards (2 of 10 classes per client), one seed", "fixbn/fig3_fmnist",
-        {"FixBN": fig3("shards", "fixbn"), "BN": fig3("shards", "bn"), "GN": fig3("shards", "gn")},
-        (Check("FixBN", "BN", "at_least", 7.5, "paper gap 22.6 points; a third of it"),
-         Check("FixBN", "GN", "at_least", 5.6, "paper gap 16.9 points; a third of it")),
-        seeds=1, figure="results/fixbn/fig3_fmnist/fig3_fmnist.md", full_scale=FULL_E100),
-    Claim(
-        "fixbn/fig3_dirichlet",
-        "§5 Fig. 3: FixBN is at least as good as BN and GN at every non-IID degree (here Dir(0.1)).",
-        {"FixBN": None, "BN": None, "GN": None},
-        E10 + ", Dirichlet α = 0.1 (Hsu et al.), one seed", "fixbn/fig3_fmnist",
-        {"FixBN": fig3("dir0.1", "fixbn"), "BN": fig3("dir0.1", "bn"), "GN": fig3("dir0.1", "gn")},
-        (Check("FixBN", "BN", "at_least", -1.0, "paper: FixBN ≥ BN (no number at Dir(0.1)); 1 point of noise"),
-         Check("FixBN", "GN", "at_least", -1.0, "paper: FixBN ≥ GN (no number at Dir(0.1)); 1 point of noise")),
-        seeds=1, figure="results/fixbn/fig3_fmnist/fig3_fmnist.md", full_scale=FULL_E100),
+    FIG3_SHARDS,
+    FIG3_DIRICHLET,
     SEC3_4_CLAIM,
-    Claim(
-        "fixbn/table_h_freeze_affine",
-        "App. C.1 Table H: what matters is freezing the statistics; also freezing (γ, β) changes little "
-        "(75.22 vs FixBN's 76.56 %), and both are far above BN (53.97 %).",
-        {"FixBN + frozen (γ, β)": 75.22, "FixBN": 76.56, "BN": 53.97},
-        E10 + ", Shards, one seed; FixBN and BN runs from fixbn/fig3_fmnist", "fixbn/variants_fmnist",
-        {"FixBN + frozen (γ, β)": Quantity(VARIANTS, {VARIANT: "fix_both"}), "FixBN": fig3("shards", "fixbn"),
-         "BN": fig3("shards", "bn")},
-        (Check("FixBN + frozen (γ, β)", "FixBN", "within", 3.0, "paper gap 1.34 points"),
-         Check("FixBN + frozen (γ, β)", "BN", "at_least", 7.0, "paper gap 21.25 points; a third of it")),
-        seeds=1,
-        controls=(Control("FixBN with every weight frozen in stage II (lr × 1e-9 from T*) in place of frozen (γ, β): if "
-                          "it too is within the window, stage II moves the weights too little for freezing (γ, β) "
-                          "to matter", {"FixBN + frozen (γ, β)": Quantity(VARIANTS, {VARIANT: "freeze_weights"})},
-                          checks=(0,)),), figure="results/fixbn/fig3_fmnist/fig3_fmnist.md", full_scale="`experiment=fixbn/table_h`"),
-    Claim(
-        "fixbn/fig_i_maintained_momentum",
-        "App. C.4 Fig. I: maintaining the local SGD momentum across rounds keeps FixBN at least as good.",
-        {"FixBN, maintained momentum": None, "FixBN": None},
-        E10 + ", Shards, one seed; the FixBN run from fixbn/fig3_fmnist", "fixbn/variants_fmnist",
-        {"FixBN, maintained momentum": Quantity(VARIANTS, {VARIANT: "local_momentum"}),
-         "FixBN": fig3("shards", "fixbn")},
-        (Check("FixBN, maintained momentum", "FixBN", "at_least", -1.0,
-               "paper: curves only, maintained momentum helps; 1 point of noise"),),
-        seeds=1, full_scale="`experiment=fixbn/fig_i`"),
+    TABLE_H,
+    FIG_I,
 ]
