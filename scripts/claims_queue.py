@@ -131,11 +131,19 @@ def replay_cells(evals: int = 1) -> list[ReplayCell]:
     return sorted(cells, key=lambda c: c.seconds)
 
 
-def read_queue(path: Path) -> list[Decider]:
-    """The deciders of the queue file ``path``, in order (``#`` starts a comment)."""
-    deciders = []
+REPLAY_MARK = "@replay"
+"""A queue file's line that places the replays (``--replay``) among its deciders."""
+
+
+def read_queue(path: Path) -> list[Union[Decider, str]]:
+    """The deciders of the queue file ``path``, in order (``#`` starts a comment), with :data:`REPLAY_MARK` where
+    the file places the replays."""
+    deciders: list[Union[Decider, str]] = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         fields = line.split("#", 1)[0].split()
+        if fields == [REPLAY_MARK]:
+            deciders.append(REPLAY_MARK)
+            continue
         if not fields:
             continue
         if len(fields) < 3:
@@ -407,7 +415,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                              "arguments (tab-separated)")
     parser.add_argument("--longest-first", action="store_true", help="--plan: the costliest runs first")
     parser.add_argument("--replay", action="store_true",
-                        help="after the deciders, replay every committed run a current claim reads (issue 57)")
+                        help="replay every committed run a current claim reads (issue 57), where the queue file "
+                             f"says {REPLAY_MARK}, else after its deciders")
     parser.add_argument("--evals", type=int, default=1, help="--replay: the evaluations each replay compares")
     parser.add_argument("--replace", action="store_true",
                         help="--harvest: a finished run replaces the checkout's run made by other code (a re-run)")
@@ -416,8 +425,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: --jobs {args.jobs}: at least 1", file=sys.stderr)
         return 2
     root = args.root.resolve()
-    cells: list[AnyCell] = [cell for decider in read_queue(args.queue) for cell in expand(decider)]
-    if args.replay:
+    cells: list[AnyCell] = []
+    for decider in read_queue(args.queue):
+        if decider != REPLAY_MARK:
+            cells += expand(decider)
+        elif args.replay:
+            cells += replay_cells(args.evals)
+    if args.replay and REPLAY_MARK not in read_queue(args.queue):
         cells += replay_cells(args.evals)
     if args.status:
         print_status(survey(root, cells), time.time())

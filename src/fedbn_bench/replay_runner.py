@@ -57,6 +57,9 @@ def replay_config(run_dir: Path, summary: dict[str, Any]) -> tuple[DictConfig, d
     if "gpu" in summary:
         raise NotComparable(f"it ran on a GPU ({summary['gpu']}); replay it there")
     stored = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    if "implementation" in stored:
+        raise NotComparable(f"a record of the authors' code ({stored.implementation}; records/reference_log.py), "
+                            "not of this framework: their script re-runs it (scripts/parity/)")
     overrides_file = run_dir / ".hydra" / "overrides.yaml"
     overrides = [str(o) for o in OmegaConf.load(overrides_file)] if overrides_file.exists() else []
     try:
