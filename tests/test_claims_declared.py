@@ -80,6 +80,26 @@ def test_a_harvested_run_not_yet_committed_is_recorded_as_not_committed(tmp_path
     assert uncommitted_runs(tmp_path, ["results/elsewhere"]) == []
 
 
+def test_a_run_re_run_at_recorded_code_is_dated_by_its_own_record(tmp_path):
+    """A run re-run in full over an older one (issue 57: its summary names the code that made it) is dated by the
+    commit that wrote that summary; an old record rewritten without one keeps the commit that first added it (a
+    cosmetic rewrite never makes an earlier run look newer than a declaration)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              check=True, capture_output=True, text=True).stdout
+    git("init", "-q")
+    for seed in (0, 1):
+        (tmp_path / RUNS / f"seed{seed}").mkdir(parents=True)
+        (tmp_path / RUNS / f"seed{seed}" / "summary.json").write_text('{"status": "completed"}')
+    git("add", "."), git("commit", "-q", "-m", "runs")
+    first = git("rev-parse", "HEAD").strip()
+    (tmp_path / RUNS / "seed0" / "summary.json").write_text('{"status": "completed", "code_commit": "abc"}')
+    (tmp_path / RUNS / "seed1" / "summary.json").write_text('{"status": "completed", "wall_time_s": 1}')
+    git("add", "."), git("commit", "-q", "-m", "seed 0 re-run, seed 1 rewritten")
+    again = git("rev-parse", "HEAD").strip()
+    assert run_commits(tmp_path, [RUNS], positions(tmp_path)) == {f"{RUNS}/seed0": again, f"{RUNS}/seed1": first}
+
+
 @pytest.mark.skipif(not is_repository(ROOT), reason="needs the repository's git history")
 def test_the_committed_record_is_what_git_gives():
     """Each declaration and run of ``results/claims/declared.json`` is dated as git dates it now; one recorded as

@@ -118,21 +118,37 @@ def declaration_commits(repo: Path, current: Iterable[str]) -> dict[str, Optiona
 
 
 def run_commits(repo: Path, trees: Iterable[str], place: Mapping[str, int]) -> dict[str, str]:
-    """Each run directory under ``trees`` → the commit that first added its ``summary.json``."""
+    """Each run directory under ``trees`` → the commit that first added its ``summary.json``; for a run whose summary
+    records the code that made it (``code_commit``: a run made, or re-run in full, since issue 57), the last commit
+    that wrote that summary, so that a run re-run over an older one is dated by its own record."""
     origin: dict[str, str] = {}
+    latest: dict[str, str] = {}
     commit = ""
     log = git(repo, "log", *HISTORY, "-M", "--name-status", "--format=C %H", "--", "results")
     for line in log.splitlines():
         parts = line.split("\t")
         if line.startswith("C "):
             commit = line[2:]
-        elif parts[0] == "A" and parts[1].endswith("/summary.json"):
-            origin.setdefault(parts[1].rsplit("/", 1)[0], commit)
+        elif parts[0] in ("A", "M") and parts[1].endswith("/summary.json"):
+            run = parts[1].rsplit("/", 1)[0]
+            latest[run] = commit
+            if parts[0] == "A":
+                origin.setdefault(run, commit)
         elif parts[0].startswith("R") and parts[2].endswith("/summary.json"):
             old, new = parts[1].rsplit("/", 1)[0], parts[2].rsplit("/", 1)[0]
             origin[new] = origin.pop(old, commit)
+            latest[new] = commit
     prefixes = tuple(t.rstrip("/") + "/" for t in trees)
-    return {run: c for run, c in origin.items() if run.startswith(prefixes) and c in place}
+    dated = {run: latest[run] if records_code(repo / run) else c for run, c in origin.items()}
+    return {run: c for run, c in dated.items() if run.startswith(prefixes) and c in place}
+
+
+def records_code(run_dir: Path) -> bool:
+    """Whether the run's ``summary.json`` in the working tree names the code that made it."""
+    try:
+        return bool(json.loads((run_dir / "summary.json").read_text()).get("code_commit"))
+    except (OSError, ValueError):
+        return False
 
 
 def trees(claims: Iterable[Any]) -> set[str]:
