@@ -103,7 +103,7 @@ def replay(run_dir: Path, evals: int, repo: Path, run_commit: Optional[str] = No
     code = code_record()
     here = {"torch": torch.__version__, "cpu": cpu_model()}
     base = dict(run=run_dir.as_posix(), code_commit=code["code_commit"], code_dirty=bool(code.get("code_dirty")),
-                run_commit=run_commit)
+                run_commit=run_commit, run_code=summary.get("code_commit"))
     start = time.perf_counter()
     try:
         cfg, how = replay_config(repo / run_dir, summary)

@@ -48,6 +48,9 @@ class Replay:
     """The round of the first differing evaluation (drifted)."""
     run_commit: Optional[str] = None
     """The commit that added the run's records (from git, ``results/claims/declared.json``), where known."""
+    run_code: Optional[str] = None
+    """The ``code_commit`` the replayed run's summary records (``None``: it predates the record), so that a replay
+    of a run since re-run over is known to be of the old one."""
     setting: Mapping[str, Any] = field(default_factory=dict)
     """How it was replayed: threads, engine, torch, cpu; and the seconds it took."""
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from fedbn_bench.figures.claims import CLAIMS
 from fedbn_bench.figures.claims.base import judge
 from fedbn_bench.figures.claims.declared import DATA, Declared, is_repository, refresh
+from fedbn_bench.figures.claims.evidence import evidence_of
 from fedbn_bench.figures.claims.report import claims_md, readme_table, replace_block, write
 
 
@@ -30,9 +31,10 @@ def main(argv: list[str] | None = None, repo: Path = Path.cwd()) -> int:
             print(f"{v.verdict:8s} {v.claim.id}")
         return 0
     results, readme = args.root / "results", args.root / "docs" / "claims.md"
+    evidence = evidence_of(verdicts, args.root)
     if args.check:
         declared = Declared.load(args.root / DATA)
-        stale = [str(p) for p, text in ((results / "CLAIMS.md", claims_md(verdicts, declared)),
+        stale = [str(p) for p, text in ((results / "CLAIMS.md", claims_md(verdicts, declared, evidence)),
                                         (readme, replace_block(readme.read_text(), readme_table(verdicts))))
                  if not p.exists() or p.read_text() != text]
         for path in stale:
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None, repo: Path = Path.cwd()) -> int:
     if is_repository(args.root):
         declared = Declared.of(write_record(args.root / DATA, refresh(args.root, CLAIMS)))
         print(f"wrote {args.root / DATA}")
-    for path in write(verdicts, results, readme, declared):
+    for path in write(verdicts, results, readme, declared, evidence):
         print(f"wrote {path}")
     return 0
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from fedbn_bench.figures.claims.base import Verdict
-from fedbn_bench.records.replay import DRIFTED, NOT_COMPARABLE, REPRODUCED, Replay
+from fedbn_bench.records.replay import DRIFTED, NOT_COMPARABLE, REPRODUCED, Replay, load_replays
 
 MADE_AT, NOT_REPLAYED = "made at", "not replayed"
 STALE = "evidence stale"
@@ -40,9 +40,8 @@ class RunEvidence:
 
 def run_evidence(run: str, replay: Optional[Replay], made_at: Optional[str]) -> RunEvidence:
     """The evidence status of ``run`` (module docstring); ``made_at``: the ``code_commit`` its summary records.
-    A replay older than the run's own record (made at a commit other than the one it was replayed against) is
-    ignored: the run was re-run since."""
-    if replay is not None and (made_at is None or replay.code_commit == made_at):
+    A replay of another record than the run's present one (the run was re-run since) is ignored."""
+    if replay is not None and replay.run_code == made_at:
         return RunEvidence(run, replay.status, (replay.code_commit or "")[:7] or None, replay.detail)
     if made_at is not None:
         return RunEvidence(run, MADE_AT, made_at[:7])
@@ -63,7 +62,7 @@ class ClaimEvidence:
             return "no runs"
         counts = Counter((r.status, r.commit) for r in self.runs)
         order = (REPRODUCED, MADE_AT, DRIFTED, NOT_COMPARABLE, NOT_REPLAYED)
-        parts = [f"{n} {status}" + (f" at {commit}" if commit else "")
+        parts = [f"{n} {status}" + (f"{'' if status == MADE_AT else ' at'} {commit}" if commit else "")
                  for status in order for (s, commit), n in sorted(counts.items(), key=str) if s == status]
         return f"{len(self.runs)} runs: " + ", ".join(parts) + (f" — **{STALE}**" if self.stale else "")
 
@@ -87,3 +86,20 @@ def recorded_commits(root: Path, runs: Iterable[str]) -> dict[str, str]:
         if commit:
             out[run] = commit
     return out
+
+
+def evidence_summary(claims: Iterable[ClaimEvidence]) -> str:
+    """The page's one line on its evidence: the runs its current claims read, by status."""
+    runs = {r.run: r for c in claims for r in c.runs}
+    counts = Counter(r.status for r in runs.values())
+    order = (REPRODUCED, MADE_AT, DRIFTED, NOT_COMPARABLE, NOT_REPLAYED)
+    return (f"Of the {len(runs)} runs the current claims read: " + ", ".join(f"{counts[s]} {s}" for s in order)
+            + ".")
+
+
+def evidence_of(verdicts: Iterable[Verdict], root: Path) -> dict[str, ClaimEvidence]:
+    """Each claim's evidence (by id) from the replays and run records under ``root``."""
+    verdicts = list(verdicts)
+    runs = all_runs_read(verdicts)
+    replays, made_at = load_replays(root, runs), recorded_commits(root, runs)
+    return {v.claim.id: claim_evidence(v, replays, made_at) for v in verdicts}
