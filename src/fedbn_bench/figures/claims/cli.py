@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 from fedbn_bench.figures.claims import CLAIMS
 from fedbn_bench.figures.claims.base import judge
 from fedbn_bench.figures.claims.declared import DATA, Declared, is_repository, refresh
-from fedbn_bench.figures.claims.evidence import evidence_of
+from fedbn_bench.figures.claims.evidence import all_runs_read, evidence_of
 from fedbn_bench.figures.claims.report import claims_md, readme_table, replace_block, write
 
 
@@ -23,9 +24,16 @@ def main(argv: list[str] | None = None, repo: Path = Path.cwd()) -> int:
     parser.add_argument("--root", type=Path, default=repo, help="the repository (results/ and docs/claims.md under it)")
     parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")
     parser.add_argument("--list", action="store_true", help="print one line per claim: verdict and id")
+    parser.add_argument("--replay", nargs="?", const="all", metavar="CLAIM|PRESET|RUN_DIR",
+                        help="replay the committed runs a claim (or a preset's claims, or all current claims) reads, "
+                             "or one run directory, at this code, one process a run (fedbn_bench.replay_runner); "
+                             "results in results/replay/")
+    parser.add_argument("--evals", type=int, default=1, help="--replay: evaluations to compare")
     args = parser.parse_args(argv)
     cache: dict = {}
     verdicts = [judge(claim, args.root, cache) for claim in CLAIMS]
+    if args.replay:
+        return replay_runs(replay_targets(args.replay, verdicts, args.root), args.evals, args.root)
     if args.list:
         for v in verdicts:
             print(f"{v.verdict:8s} {v.claim.id}")
@@ -47,6 +55,28 @@ def main(argv: list[str] | None = None, repo: Path = Path.cwd()) -> int:
     for path in write(verdicts, results, readme, declared, evidence):
         print(f"wrote {path}")
     return 0
+
+
+def replay_targets(target: str, verdicts: list, root: Path) -> list[str]:
+    """The run directories ``--replay`` names: a claim's, a preset's claims', every current claim's, or one run."""
+    if (root / target / "summary.json").is_file():
+        return [target.rstrip("/")]
+    chosen = [v for v in verdicts if target in ("all", v.claim.id, v.claim.preset)]
+    if not chosen:
+        raise SystemExit(f"error: --replay {target}: not a claim id, a claim's preset or a run directory under "
+                         f"{root}")
+    return all_runs_read(chosen)
+
+
+def replay_runs(runs: list[str], evals: int, root: Path) -> int:
+    """Replay each of ``runs`` in a process of its own (threads and RNG as the run recorded); 1 if any failed."""
+    failed = 0
+    for number, run in enumerate(runs, 1):
+        print(f"[{number}/{len(runs)}] {run}", flush=True)
+        done = subprocess.run([sys.executable, "-m", "fedbn_bench.replay_runner", run, "--evals", str(evals),
+                               "--repo", str(root)], cwd=root)
+        failed += done.returncode != 0
+    return 1 if failed else 0
 
 
 def write_record(path: Path, data: dict) -> dict:
