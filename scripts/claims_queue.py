@@ -132,17 +132,26 @@ def replay_cells(evals: int = 1) -> list[ReplayCell]:
 
 
 REPLAY_MARK = "@replay"
-"""A queue file's line that places the replays (``--replay``) among its deciders."""
+"""A queue file's line that places the replays (``--replay``) among its deciders: ``@replay [FROM [TO]]``, those
+whose estimated CPU-seconds lie in ``[FROM, TO)`` (default: all)."""
 
 
-def read_queue(path: Path) -> list[Union[Decider, str]]:
-    """The deciders of the queue file ``path``, in order (``#`` starts a comment), with :data:`REPLAY_MARK` where
-    the file places the replays."""
-    deciders: list[Union[Decider, str]] = []
+@dataclass(frozen=True)
+class ReplaySpan:
+    """Where a queue file places replays: those estimated at ``[start, stop)`` CPU-seconds."""
+
+    start: float = 0.0
+    stop: float = float("inf")
+
+
+def read_queue(path: Path) -> list[Union[Decider, ReplaySpan]]:
+    """The deciders of the queue file ``path``, in order (``#`` starts a comment), with a :class:`ReplaySpan` where
+    the file places replays (:data:`REPLAY_MARK`)."""
+    deciders: list[Union[Decider, ReplaySpan]] = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         fields = line.split("#", 1)[0].split()
-        if fields == [REPLAY_MARK]:
-            deciders.append(REPLAY_MARK)
+        if fields[:1] == [REPLAY_MARK]:
+            deciders.append(ReplaySpan(*map(float, fields[1:3])))
             continue
         if not fields:
             continue
@@ -425,14 +434,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: --jobs {args.jobs}: at least 1", file=sys.stderr)
         return 2
     root = args.root.resolve()
+    entries = read_queue(args.queue)
+    if not any(isinstance(e, ReplaySpan) for e in entries):
+        entries.append(ReplaySpan())
+    replays = replay_cells(args.evals) if args.replay else []
     cells: list[AnyCell] = []
-    for decider in read_queue(args.queue):
-        if decider != REPLAY_MARK:
-            cells += expand(decider)
-        elif args.replay:
-            cells += replay_cells(args.evals)
-    if args.replay and REPLAY_MARK not in read_queue(args.queue):
-        cells += replay_cells(args.evals)
+    for entry in entries:
+        if isinstance(entry, Decider):
+            cells += expand(entry)
+        else:
+            cells += [c for c in replays if entry.start <= c.seconds < entry.stop]
     if args.status:
         print_status(survey(root, cells), time.time())
         return 0
