@@ -92,7 +92,11 @@ def untold_lines(verdict: Verdict) -> list[str]:
     out = []
     if verdict.verdict in (FAILS_UNTOLD, HOLDS_UNTOLD):
         names = [n for i in verdict.untold for n in (claim.checks[i].a, claim.checks[i].b) if isinstance(n, str)]
-        why = "; ".join(f"{n}: {verdict.measured[n].untold}" for n in dict.fromkeys(names) if verdict.measured[n].untold)
+        reasons: dict[str, list[str]] = {}
+        for n in dict.fromkeys(names):
+            if verdict.measured[n].untold:
+                reasons.setdefault(verdict.measured[n].untold, []).append(n)
+        why = "; ".join(f"{', '.join(ns)}: {reason}" for reason, ns in reasons.items())
         out += [f"**Too few evaluations to tell** ([rule](#how-to-read-a-verdict)): {why}. Decided by: the same runs "
                 f"with at least {evaluations_needed()} evaluations each (`eval_every` ≤ `rounds` / "
                 f"{evaluations_needed()}), {claim.decided_by or 'or longer runs'}.", ""]
