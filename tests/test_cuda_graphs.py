@@ -24,6 +24,15 @@ CUDA, CPU = torch.device("cuda"), torch.device("cpu")
 SMALL = ["model=simple_cnn", "num_clients=4", "batch_size=8", "algo.local_steps=4"]
 
 
+@pytest.mark.parametrize(("mode", "line"), [("off", "engine.cuda_graphs=off: eager"),
+                                            ("auto", "engine.cuda_graphs=auto: eager: not a CUDA device")])
+def test_the_log_names_the_mode_once(tmp_path, caplog, mode, line):
+    """Issue 59: a CPU run logged ``engine.cuda_graphs=off: eager: engine.cuda_graphs=off``."""
+    with caplog.at_level("INFO", logger="fedbn_bench.engine.simulation"):
+        build_simulation(SMALL, tmp_path, engine="packed", cuda_graphs=mode)
+    assert [r.getMessage() for r in caplog.records if "cuda_graphs" in r.getMessage()] == [line]
+
+
 @pytest.mark.parametrize(("mode", "device", "engine", "adversarial", "reason"), [
     ("off", CUDA, "packed", False, "engine.cuda_graphs=off"),
     ("auto", CPU, "packed", False, "not a CUDA device"),

@@ -108,6 +108,11 @@ def graph_status(mode: str, device: torch.device, engine: str, adversarial: bool
     return CAPTURED if reason is None else f"eager: {reason}"
 
 
+def status_line(mode: str, status: str) -> str:
+    """The run's log line for its ``graph_status``: the mode, and the status unless it only repeats the mode (``off``)."""
+    return f"engine.cuda_graphs={mode}: " + ("eager" if mode == "off" else status)
+
+
 def sync_reason(synchronising: list[str]) -> Optional[str]:
     """Why a round's steps run eagerly when a ``SyncProbe`` saw ``synchronising`` operations in its
     first step (one line), or ``None``."""

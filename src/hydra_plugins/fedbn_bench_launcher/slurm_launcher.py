@@ -28,9 +28,12 @@ from typing import Any, Optional, Sequence
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
-from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
-from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 from omegaconf import OmegaConf, open_dict
+
+try:
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
+except ModuleNotFoundError:  # the optional plugin is absent: no launcher here (``cli.missing_launcher`` refuses
+    SlurmLauncher = object   # hydra/launcher=slurm), and Hydra's plugin scan finds this module without an error
 
 from fedbn_bench.errors import Stopped
 from fedbn_bench.stopping import clear_stop_request, stop_after_round
@@ -65,6 +68,7 @@ class RequeueingSlurmLauncher(SlurmLauncher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         import submitit
+        from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
