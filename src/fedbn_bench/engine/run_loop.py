@@ -24,6 +24,7 @@ from fedbn_bench.errors import ConfigError, Stopped
 from fedbn_bench.norms.base import NormMethod
 from fedbn_bench.records.loggers import Logger
 from fedbn_bench.records.machine import machine_record
+from fedbn_bench.records.run_dirs import kept_new_run, record_unfinished
 from fedbn_bench.records.run_records import RunRecorder
 from fedbn_bench.records.selection import REPORTED_AT_BEST, best_validation, selection_key
 from fedbn_bench.stopping import requested_stop
@@ -89,6 +90,7 @@ class RunLoop:
         if not diverged and s.checkpoint_every and (self.rounds_completed % s.checkpoint_every == 0
                                                     or self.rounds_completed == s.rounds):
             self.checkpoint()
+        kept_new_run(self.recorder.run_dir)
         return diverged
 
     def checkpoint(self) -> None:
@@ -104,7 +106,10 @@ class RunLoop:
         run records of its exception, ``failure_record``, or the signal that stopped it)."""
         tested = self.best_round_robust_test() if status in ("completed", "diverged") else {}
         summary = {**self.summary(status), **tested, **(cause or {})}
-        self.recorder.write_summary(summary)
+        if self.rounds_completed == 0:
+            record_unfinished(self.recorder.run_dir, summary)
+        else:
+            self.recorder.write_summary(summary)
         self.logger.finish(summary)
         return summary
 
