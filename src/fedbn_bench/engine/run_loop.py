@@ -27,7 +27,7 @@ from fedbn_bench.records.machine import machine_record
 from fedbn_bench.records.run_dirs import kept_new_run, record_unfinished
 from fedbn_bench.records.run_records import RunRecorder
 from fedbn_bench.records.selection import REPORTED_AT_BEST, best_validation, selection_key
-from fedbn_bench.stopping import requested_stop
+from fedbn_bench.stopping import requested_stop, round_took, signals_deferred
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +98,9 @@ class RunLoop:
         if self.checkpoint_round == self.rounds_completed:
             return
         self.elapsed = time.perf_counter() - self.start
-        save_checkpoint(self.recorder.run_dir, self.checkpoint_state())
-        self.checkpoint_round = self.rounds_completed
+        with signals_deferred():  # a stop during the write acts after checkpoint_round names it
+            save_checkpoint(self.recorder.run_dir, self.checkpoint_state())
+            self.checkpoint_round = self.rounds_completed
 
     def finish(self, status: str, cause: dict[str, Any] | None = None) -> dict[str, Any]:
         """Write and log the summary of the run, ended with ``status`` (``cause``: what a failed
@@ -272,7 +273,8 @@ def drive(loops: Sequence[RunLoop], train_round: TrainRound, progress: bool, des
     signal raised as ``Stopped``: the round under way is abandoned, ``stopped_by`` names the signal)
     or failed (the exception is raised after the summaries are written). A stop that waits for the
     round (``stopping.py``: SLURM's warning before the time limit, a preemption) is taken after the
-    round: each running loop writes its checkpoint there first (unless ``checkpoint_every=0``)."""
+    round: each running loop writes its checkpoint there first (``checkpoint_every=0`` too: the requeued job
+    resumes from it)."""
     start, total = loops[0].rounds_completed, loops[0].s.rounds
     status = ["running"] * len(loops)
     failure: dict[str, Any] = {}
@@ -290,6 +292,7 @@ def drive(loops: Sequence[RunLoop], train_round: TrainRound, progress: bool, des
             t0 = time.perf_counter()
             losses = train_round(active, round_idx)
             seconds = time.perf_counter() - t0
+            round_took(seconds)
             for i, loss in zip(active, losses):
                 if loops[i].after_round(round_idx, loss, seconds):
                     status[i] = "diverged"
@@ -298,7 +301,7 @@ def drive(loops: Sequence[RunLoop], train_round: TrainRound, progress: bool, des
             if len(loops) == 1 and loops[0].last:
                 bar.set_postfix(acc=f"{loops[0].last['test_acc']:.3f}", loss=f"{loops[0].last['train_loss']:.3f}")
             if round_idx + 1 < total and (stop_now := requested_stop()) is not None:
-                for i in [i for i in active if status[i] == "running" and loops[i].s.checkpoint_every]:
+                for i in [i for i in active if status[i] == "running"]:
                     loops[i].checkpoint()
                 raise stop_now
         status = ["completed" if st == "running" else st for st in status]
