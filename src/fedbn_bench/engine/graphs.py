@@ -35,8 +35,9 @@ rounds were eager; ``on`` refuses a run whose round falls back.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -130,6 +131,18 @@ def step_graph_maker(mode: str, device: torch.device) -> Callable[[], StepGraph]
     if mode == "emulate":
         return TracedStepGraph
     return AnchoredPool(device)
+
+
+@contextmanager
+def graphs_set_aside(ctx: Any) -> Iterator[None]:
+    """The local steps run under it eagerly (``ctx``: a backend's ``TrainingContext``): a replayed CUDA graph
+    dispatches nothing, so FLOPs and ATen operations are counted on an eager round, which runs the same kernels
+    (the round is not in ``GraphRecord``)."""
+    mode, ctx.cuda_graphs = ctx.cuda_graphs, None
+    try:
+        yield
+    finally:
+        ctx.cuda_graphs = mode
 
 
 class CaptureFailed(RuntimeError):

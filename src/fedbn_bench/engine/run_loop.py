@@ -17,7 +17,7 @@ from fedbn_bench.engine.clients import ClientStore
 from fedbn_bench.engine.flops import flop_counter
 from fedbn_bench.engine.evaluator import Evaluator
 from fedbn_bench.engine.federation import Federation
-from fedbn_bench.engine.graphs import GraphRecord
+from fedbn_bench.engine.graphs import GraphRecord, graphs_set_aside
 from fedbn_bench.engine.round import RoundRunner
 from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.errors import ConfigError, Stopped
@@ -115,10 +115,11 @@ class RunLoop:
         return summary
 
     def run_round(self, round_idx: int) -> Optional[torch.Tensor]:
-        """One round (its mean loss, ``None`` when no client trained); with ``count_macs``, the first one this run trains is counted."""
+        """One round (its mean loss, ``None`` when no client trained); with ``count_macs``, the first one this run
+        trains is counted, eagerly (``graphs_set_aside``: a replayed CUDA graph's work is seen by no counter)."""
         if not self.s.count_macs or self.train_macs_per_round is not None:
             return self.rounds.run_round(round_idx)
-        with flop_counter() as counter:
+        with flop_counter() as counter, graphs_set_aside(self.rounds.backend.ctx):
             loss = self.rounds.run_round(round_idx)
         self.train_macs_per_round = counter.get_total_flops() / 2
         return loss
