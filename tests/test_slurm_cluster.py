@@ -189,12 +189,13 @@ def test_an_overwrite_sweep_requeued_twice_ends_as_a_local_run(cluster, tmp_path
     """Issue 59: ``overwrite=true`` stays on the requeued job's command line; ``start_over`` deleted the checkpoint
     it had just loaded, so a second stop before the next checkpoint (here a warned round cut by SIGTERM)
     restarted at round 0. Preempted once (``scontrol requeue``), then warned and cut."""
-    sweep_dir = tmp_path / "sweep"
-    first = finish(sweep(*RUN, "rounds=2", "logger=none", f"hydra.sweep.dir={sweep_dir}"))
+    sweep_dir, one_job = tmp_path / "sweep", "hydra.sweep.subdir=0_job"
+    first = finish(sweep(*RUN, "rounds=2", "logger=none", f"hydra.sweep.dir={sweep_dir}", one_job))
     assert "1 job(s) completed" in first, first[-3000:]
     overrides = [*RUN, "rounds=60", "logger=none"]
-    proc = sweep(*overrides, "checkpoint_every=30", "overwrite=true", f"hydra.sweep.dir={sweep_dir}")
-    job = wait_for_checkpoint(proc, sweep_dir, 10)
+    proc = sweep(*overrides, "checkpoint_every=30", "overwrite=true", f"hydra.sweep.dir={sweep_dir}", one_job)
+    job = sweep_dir / "0_job"
+    wait_for_log(proc, job, "round 10: test_acc")
     subprocess.run(["scontrol", "requeue", slurm_job_id(sweep_dir)], check=True)
     wait_for_log(proc, job, "resumed")
     warn_and_cut(sweep_dir)
