@@ -221,3 +221,15 @@ def test_a_warned_run_with_checkpoint_every_0_checkpoints_its_stop(tmp_path, mon
     done = run_experiment(compose_config([*SMALL, "rounds=4", "checkpoint_every=0"]), tmp_path)
     assert (done["status"], done["rounds_completed"], done["checkpoint_round"]) == ("interrupted", 2, 2)
     assert torch.load(tmp_path / ckpt.FILENAME, weights_only=True)["rounds_completed"] == 2
+
+
+def test_a_live_process_of_this_host_holds_its_lock_whatever_squeue_says(tmp_path, monkeypatch):
+    """The process is the authority on its own host: a lock naming a SLURM job that ``squeue`` does not list
+    (another cluster's, a job id reused) stays held while its process lives."""
+    fake_command(tmp_path, monkeypatch, "squeue", "exit 0")
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    (tmp_path / run_lock.LOCK).write_text(json.dumps({"pid": os.getppid(), "host": os.uname().nodename,
+                                                      "slurm_job_id": "41_2", "started": "then"}))
+    with pytest.raises(run_lock.DirectoryInUse):
+        run_lock.acquire(tmp_path)

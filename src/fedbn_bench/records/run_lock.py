@@ -62,8 +62,8 @@ def _replaceable(owner: dict[str, Any]) -> Optional[str]:
     mine = _me()
     if owner.get("slurm_job_id") and owner["slurm_job_id"] == mine["slurm_job_id"]:
         return "this SLURM job before its requeue"
-    if owner.get("host") == mine["host"] and isinstance(owner.get("pid"), int) and not _alive(owner["pid"]):
-        return "a stale lock: that process no longer exists"
+    if owner.get("host") == mine["host"] and isinstance(owner.get("pid"), int):  # this host's process says
+        return None if _alive(owner["pid"]) else "a stale lock: that process no longer exists"
     if owner.get("slurm_job_id") and slurm_job_ended(owner["slurm_job_id"]):
         return f"a stale lock: SLURM job {owner['slurm_job_id']} is no longer running"
     return None
