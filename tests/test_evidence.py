@@ -104,6 +104,7 @@ def test_overwrite_replaces_a_run_once_the_new_one_trains(project):
     assert json.loads((project / "mine/summary.json").read_text())["rounds_completed"] == 1
     assert "rounds: 1" in (project / "mine/.hydra/config.yaml").read_text()
     assert not (project / "mine" / STAGED).exists()
+    assert (project / "mine/run.log").read_text().count("completed:") == 2  # issue 59: unlinked while written
 
 
 @pytest.mark.parametrize("folder", ["hydra.run.dir=outputs/../results/mine", "hydra.run.dir=./results/x/../mine"])
