@@ -87,7 +87,7 @@ from fedbn_bench.data import DatasetBundle, Split
 from fedbn_bench.engine.select import select_engine
 from fedbn_bench.engine.federation import ClientRecord, Federation
 from fedbn_bench.engine.flops import flop_counter
-from fedbn_bench.engine.graphs import NOTHING_REPEATED, GraphRecord, may_empty_cache
+from fedbn_bench.engine.graphs import NOTHING_REPEATED, GraphRecord, graphs_set_aside, may_empty_cache
 from fedbn_bench.engine.op_count import OpCounter
 from fedbn_bench.engine.replicas import ReplicaGroup
 from fedbn_bench.engine.settings import RunSettings
@@ -341,11 +341,8 @@ def eager_step(sim, step):
     """``step`` with the run's CUDA graphs set aside: a replayed step dispatches nothing, so FLOPs and ATen
     operations are counted on the eager round, which runs the same kernels."""
     def run(r: int) -> int:
-        mode, sim.backend.ctx.cuda_graphs = sim.backend.ctx.cuda_graphs, None
-        try:
+        with graphs_set_aside(sim.backend.ctx):
             return step(r)
-        finally:
-            sim.backend.ctx.cuda_graphs = mode
 
     return run
 

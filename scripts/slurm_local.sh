@@ -60,7 +60,7 @@ start_munge() {
     chown munge:munge /run/munge
     chown -R munge:munge /var/log/munge /var/lib/munge
     if ! munge -n </dev/null >/dev/null 2>&1; then
-        runuser -u munge -- munged --force || { echo "munged did not start" >&2; exit 1; }
+        runuser -u munge -- munged --force 9>&- || { echo "munged did not start" >&2; exit 1; }
     fi
 }
 
@@ -78,8 +78,8 @@ start() {
     if status >/dev/null 2>&1; then echo "already running: $(sinfo -h -o '%P %a %D %t')"; return 0; fi
     write_conf
     start_munge
-    setsid slurmctld -D >>"$DIR/slurmctld.out" 2>&1 < /dev/null &
-    setsid slurmd -D >>"$DIR/slurmd.out" 2>&1 < /dev/null &
+    setsid slurmctld -D >>"$DIR/slurmctld.out" 2>&1 < /dev/null 9>&- &  # the daemons must not hold start.lock
+    setsid slurmd -D >>"$DIR/slurmd.out" 2>&1 < /dev/null 9>&- &
     for _ in $(seq 60); do
         if [ "$(sinfo -h -o %t 2>/dev/null)" = idle ]; then echo "up: $(sinfo -h -o '%P %a %D %t')"; return 0; fi
         scontrol update nodename="$(hostname)" state=resume >/dev/null 2>&1

@@ -13,7 +13,7 @@ from conftest import build_simulation, compose_config, watch_local_steps
 from fedbn_bench.engine.backends import stacked
 from fedbn_bench.engine.graphs import (CAPTURED, GraphedSteps, SyncProbe, check_mode, graph_status, run_reason,
                                        sync_reason)
-from fedbn_bench.engine import step_graph
+from fedbn_bench.engine import graphs, step_graph
 from fedbn_bench.engine.replicas import ReplicaGroup
 from fedbn_bench.engine.step_graph import AnchoredPool, CudaStepGraph, TracedStepGraph, abandon_capture
 from fedbn_bench.errors import ConfigError
@@ -22,6 +22,15 @@ from fedbn_bench.runner import run_experiment
 
 CUDA, CPU = torch.device("cuda"), torch.device("cpu")
 SMALL = ["model=simple_cnn", "num_clients=4", "batch_size=8", "algo.local_steps=4"]
+
+
+@pytest.mark.parametrize(("mode", "line"), [("off", "engine.cuda_graphs=off: eager"),
+                                            ("auto", "engine.cuda_graphs=auto: eager: not a CUDA device")])
+def test_the_log_names_the_mode_once(tmp_path, caplog, mode, line):
+    """Issue 59: a CPU run logged ``engine.cuda_graphs=off: eager: engine.cuda_graphs=off``."""
+    with caplog.at_level("INFO", logger="fedbn_bench.engine.simulation"):
+        build_simulation(SMALL, tmp_path, engine="packed", cuda_graphs=mode)
+    assert [r.getMessage() for r in caplog.records if "cuda_graphs" in r.getMessage()] == [line]
 
 
 @pytest.mark.parametrize(("mode", "device", "engine", "adversarial", "reason"), [
@@ -276,19 +285,25 @@ def test_the_summary_records_what_the_graphs_ran(tmp_path, fake_cuda):
                                           "off": None}
 
 
-def test_a_failed_capture_reruns_the_round_eagerly_and_turns_the_graphs_off(tmp_path, fake_cuda, monkeypatch, caplog):
-    """The round is re-run from its start (equal to the eager round bit for bit), the step's own error is
-    in the log and the record, and no later round tries to capture again."""
-    monkeypatch.setattr(FakeCudaGraph, "fail_capture", True)
+def two_rounds_equal_to_eager(tmp_path, caplog):
+    """Two rounds under ``emulate`` (warnings in ``caplog``), equal bit for bit to the eager rounds; the simulation."""
     eager = two_rounds(["norm=bn", "algo=fedavg"], "packed", "off", tmp_path)
-    sim = build_simulation([*SMALL, "norm=bn", "algo=fedavg"], tmp_path / "failed", rounds=2, dtype=torch.float32,
+    sim = build_simulation([*SMALL, "norm=bn", "algo=fedavg"], tmp_path / "graphed", rounds=2, dtype=torch.float32,
                            engine="packed", cuda_graphs="emulate")
     with caplog.at_level("WARNING", logger="fedbn_bench"):
         sim.run_round(0)
         sim.run_round(1)
-    assert len(fake_cuda.captures) == 1
     for key in eager:
         torch.testing.assert_close(sim.store.global_state[key], eager[key], rtol=0, atol=0, msg=key)
+    return sim
+
+
+def test_a_failed_capture_reruns_the_round_eagerly_and_turns_the_graphs_off(tmp_path, fake_cuda, monkeypatch, caplog):
+    """The round is re-run from its start (equal to the eager round bit for bit), the step's own error is
+    in the log and the record, and no later round tries to capture again."""
+    monkeypatch.setattr(FakeCudaGraph, "fail_capture", True)
+    sim = two_rounds_equal_to_eager(tmp_path, caplog)
+    assert len(fake_cuda.captures) == 1
     reason = "the capture failed (operation not permitted when stream is capturing)"
     assert sim.graph_record.off == reason
     assert (sim.graph_record.rounds_replayed, sim.graph_record.eager_reasons) == (0, {reason: 2})
@@ -407,3 +422,111 @@ def test_a_failed_cuda_capture_reports_the_steps_own_error(monkeypatch):
     with pytest.raises(RuntimeError, match="the step's own error"):
         graph.capture(step)
     assert abandoned == [(None, torch.device("cuda", 1))]    # the graph's pool and stream's device, after its end failed
+
+
+class FailingGraph:
+    """A CUDA graph whose ``capture_begin`` or ``capture_end`` raises (the H200's failure was in ``capture_begin``)."""
+
+    def __init__(self, fails_in: str) -> None:
+        self.fails_in = fails_in
+
+    def capture_begin(self, pool=None):
+        if self.fails_in == "capture_begin":
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    def capture_end(self):
+        if self.fails_in == "capture_end":
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+
+
+@pytest.mark.parametrize("fails_in", ["capture_begin", "capture_end"])
+def test_a_capture_that_fails_to_begin_or_end_is_abandoned(monkeypatch, fails_in):
+    """Issue 59: only a step that raised and then a failing ``capture_end`` were cleaned up; a failure in
+    ``capture_begin`` (the H200's) or in the final ``capture_end`` left the pool routed and the generator capturing."""
+    graph = CudaStepGraph.__new__(CudaStepGraph)
+    graph.graph, graph.pool, graph.stream = FailingGraph(fails_in), (0, 3), SimpleNamespace(device=torch.device("cuda", 0))
+    monkeypatch.setattr(CudaStepGraph, "on_side_stream", lambda self, work: work())
+    abandoned = []
+    monkeypatch.setattr(step_graph, "abandon_capture", lambda pool, device: abandoned.append((pool, device)))
+    with pytest.raises(RuntimeError, match="CUDA error"):
+        graph.capture(lambda: None)
+    assert abandoned == [((0, 3), torch.device("cuda", 0))]
+
+
+def test_a_failed_anchor_capture_turns_the_graphs_off_instead_of_failing_the_run(tmp_path, monkeypatch, caplog):
+    """Issue 59: ``AnchoredPool`` captures its anchor graph when the first round asks for graphs; its failure
+    ended the run."""
+    def no_anchor(mode, device):
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(stacked, "step_graph_maker", no_anchor)
+    sim = two_rounds_equal_to_eager(tmp_path, caplog)
+    reason = "the anchor graph's capture failed (CUDA error: operation not permitted when stream is capturing)"
+    assert (sim.graph_record.off, sim.graph_record.eager_reasons) == (reason, {reason: 2})
+    assert "RuntimeError: CUDA error: operation not permitted" in caplog.text
+
+
+def test_a_failed_capture_reruns_the_given_jobs_with_unequal_local_steps(tmp_path, fake_cuda, monkeypatch):
+    """The re-run after a failed capture must take the jobs as given, not the stack's order (sorted by steps):
+    with unequal local steps the results went to the wrong clients (the state was off by 3.34)."""
+    monkeypatch.setattr(FakeCudaGraph, "fail_capture", True)
+    unequal = ["algo.local_steps=null", "algo.local_epochs=1", "alpha=0.3", "norm=bn", "num_clients=4",
+               "batch_size=8", "model=simple_cnn"]
+    states = {}
+    for mode in ("off", "emulate"):
+        sim = build_simulation(unequal, tmp_path / mode, rounds=1, dtype=torch.float32, engine="packed",
+                               cuda_graphs=mode)
+        sim.run_round(0)
+        states[mode] = sim.store.global_state
+    assert len(fake_cuda.captures) == 1
+    for key in states["off"]:
+        torch.testing.assert_close(states["emulate"][key], states["off"][key], rtol=0, atol=0, msg=key)
+
+
+def test_replicas_sharing_one_stack_each_record_what_the_graphs_ran(tmp_path):
+    """Issue 59: only the first replica's ``GraphRecord`` (the shared backend's) counted the rounds."""
+    sims = [build_simulation([*SMALL, "norm=bn", f"seed={s}"], tmp_path / str(s), rounds=2, dtype=torch.float32,
+                             engine="packed", cuda_graphs="emulate") for s in range(3)]
+    group = ReplicaGroup(sims, progress=False)
+    for r in range(2):
+        group.train_round(sims, r)
+    assert [sim.loop.graphs.summary()["cuda_graphs_ran"]["rounds_replayed"] for sim in sims] == [2, 2, 2]
+
+
+class HiddenReplayGraph(FakeCudaGraph):
+    """A CUDA graph's replay as the host sees it: the kernels run, no operation is dispatched through Python
+    (a ``TorchDispatchMode``, the FLOP and ATen-operation counters, sees nothing)."""
+
+    def replay(self) -> None:
+        with torch._C._DisableTorchDispatch():
+            super().replay()
+
+
+@pytest.fixture
+def hidden_replays(monkeypatch):
+    """``engine.cuda_graphs=auto`` captures on the CPU, on ``HiddenReplayGraph``."""
+    monkeypatch.setattr(FakeCudaGraph, "captures", [])
+    run_reason = graphs.run_reason
+    monkeypatch.setattr(graphs, "run_reason", lambda mode, device, *rest: run_reason(mode, CUDA, *rest))
+    monkeypatch.setattr(stacked, "step_graph_maker", lambda mode, device: HiddenReplayGraph)
+    return HiddenReplayGraph
+
+
+def test_train_macs_per_round_counts_the_replayed_steps(tmp_path, hidden_replays):
+    """Issue 59: the counted round replayed its steps on CUDA, whose work no counter sees."""
+    macs = {}
+    for mode in ("off", "auto"):
+        summary = run_experiment(compose_config([*SMALL, "norm=bn", "rounds=2", "eval_every=2", "count_macs=true",
+                                                 "engine=packed", f"engine.cuda_graphs={mode}"]), tmp_path / mode)
+        macs[mode] = summary["train_macs_per_round"]
+    assert hidden_replays.captures and macs["auto"] == macs["off"] > 0
+
+
+def test_the_benchmark_counts_flops_and_operations_on_an_eager_round(bench, hidden_replays):
+    """Missed by every test (issue 59): ``scripts/bench.py`` counting a graphed round's FLOPs."""
+    small = ["algo.local_steps=4"]
+    graphed = bench.measure("hbn_cifar10", "packed", 1, 0, CPU, small)
+    eager = bench.measure("hbn_cifar10", "packed_eager", 1, 0, CPU, small)
+    assert graphed["backend"] == "packed+graphs" and eager["backend"] == "packed"
+    assert graphed["gflop_per_round"] == eager["gflop_per_round"] > 0
+    assert graphed["aten_ops_per_step"] == eager["aten_ops_per_step"]

@@ -104,3 +104,13 @@ def test_overwrite_replaces_a_run_once_the_new_one_trains(project):
     assert json.loads((project / "mine/summary.json").read_text())["rounds_completed"] == 1
     assert "rounds: 1" in (project / "mine/.hydra/config.yaml").read_text()
     assert not (project / "mine" / STAGED).exists()
+    assert (project / "mine/run.log").read_text().count("completed:") == 2  # issue 59: unlinked while written
+
+
+@pytest.mark.parametrize("folder", ["hydra.run.dir=outputs/../results/mine", "hydra.run.dir=./results/x/../mine"])
+def test_a_path_into_results_through_dots_is_refused_without_record(project, folder):
+    """Issue 59: paths were compared without normalising: ``outputs/../results/mine`` wrote into results/."""
+    result = run(project, "rounds=1", "logger=none", folder)
+    assert result.returncode == 2, result.stderr
+    assert "is under results/, the committed evidence" in result.stderr
+    assert not (project / "results/mine").exists() and not (project / "outputs").exists()

@@ -83,6 +83,18 @@ def test_claim_takes_the_next_free_name(tmp_path):
     assert claim(tmp_path / "a").name == "a-2" and claim(tmp_path / "a").name == "a-3"
 
 
+def test_a_sweep_whose_stamped_directory_is_taken_writes_its_jobs_under_its_own_suffix(tmp_path):
+    """Issue 59: each job recomposes ``hydra.sweep.dir`` from ``${now:...}``, so a sweep that claimed
+    ``<stamp>-2`` wrote its jobs into the other sweep's ``<stamp>``."""
+    taken = tmp_path / "sweeps" / f"same_{time.strftime('%Y')}"
+    (taken / "0_seed=0").mkdir(parents=True)
+    done = cli("-m", *SMALL, "rounds=1", "seed=0,1", "hydra.sweep.dir=sweeps/same_${now:%Y}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [p.name for p in taken.iterdir()] == ["0_seed=0"] and not list(taken.rglob("*.*"))
+    own = taken.with_name(f"{taken.name}-2")
+    assert sorted(p.parent.name[:2] for p in own.glob("*/summary.json")) == ["0_", "1_"]
+
+
 # -- 2. a sweep worker killed by the out-of-memory killer ----------------------------------------
 def children(pid: int) -> list[int]:
     return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]

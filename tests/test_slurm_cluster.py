@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -68,8 +69,8 @@ def wait_for_checkpoint(proc: subprocess.Popen, sweep_dir: Path, at_least: int, 
 
 
 def slurm_job_id(sweep_dir: Path) -> str:
-    [folder] = [d for d in (sweep_dir / ".submitit").iterdir() if d.is_dir()]
-    return folder.name
+    """The SLURM job of the sweep last submitted in ``sweep_dir``."""
+    return max((d.name for d in (sweep_dir / ".submitit").iterdir() if d.is_dir()), key=lambda n: int(n.split("_")[0]))
 
 
 def assert_equals_a_local_run(job_dir: Path, overrides: list[str], tmp_path: Path) -> None:
@@ -142,3 +143,92 @@ def test_a_cancelled_job_records_interrupted_and_the_sweep_reports_it(cluster, t
     assert (summary["status"], summary["stopped_by"]) == ("interrupted", "SIGTERM")
     assert summary["checkpoint_round"] == summary["rounds_completed"] >= 5
     assert f"{job.name}: interrupted by SIGTERM after round {summary['rounds_completed']}" in out
+
+
+def job_log(job: Path) -> str:
+    return (job / "run.log").read_text() if (job / "run.log").exists() else ""
+
+
+def wait_for_log(proc: subprocess.Popen, job: Path, text: str, count: int = 1, limit: float = 300) -> None:
+    deadline = time.monotonic() + limit
+    while job_log(job).count(text) < count:
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        assert time.monotonic() < deadline, f"{text!r} not {count} times in run.log after {limit} s"
+        time.sleep(0.2)
+
+
+def warn_and_cut(sweep_dir: Path) -> None:
+    """SLURM's warning, then its SIGTERM at the limit while the round is still under way (issue 59: the round
+    outlasting ``signal_delay_s``), both to the job's steps as SLURM sends them."""
+    job_id = slurm_job_id(sweep_dir)
+    subprocess.run(["scancel", "--signal=USR2", job_id], check=True)
+    subprocess.run(["scancel", "--signal=TERM", job_id], check=True)
+
+
+def test_a_warned_job_whose_round_the_limit_cuts_is_requeued_and_ends_as_a_local_run(cluster, tmp_path):
+    """Issue 59: a warned job stopped by SIGTERM (its round outlasting ``signal_delay_s``) ended ``interrupted``,
+    not requeued."""
+    sweep_dir = tmp_path / "sweep"
+    overrides = [*RUN, "rounds=40", "logger=none"]
+    proc = sweep(*overrides, f"hydra.sweep.dir={sweep_dir}")
+    job = wait_for_checkpoint(proc, sweep_dir, 10)
+    warn_and_cut(sweep_dir)
+    out = finish(proc)
+    assert proc.returncode == 0, out[-3000:]
+    log = job_log(job)
+    assert "interrupted:" in log and "resumed" in log and "completed:" in log, log
+    assert_equals_a_local_run(job, overrides, tmp_path)
+
+
+def resumed_after(log: str) -> list[int]:
+    """The rounds each resumption of the run in ``log`` continued after."""
+    return [int(m) for m in re.findall(r"resumed .* after round (\d+) \(its checkpoint\)", log)]
+
+
+def test_an_overwrite_sweep_requeued_twice_ends_as_a_local_run(cluster, tmp_path):
+    """Issue 59: ``overwrite=true`` stays on the requeued job's command line; ``start_over`` deleted the checkpoint
+    it had just loaded, so a second stop before the next checkpoint (here a warned round cut by SIGTERM)
+    restarted at round 0. Preempted once (``scontrol requeue``), then warned and cut."""
+    sweep_dir, one_job = tmp_path / "sweep", "hydra.sweep.subdir=0_job"
+    first = finish(sweep(*RUN, "rounds=2", "logger=none", f"hydra.sweep.dir={sweep_dir}", one_job))
+    assert "1 job(s) completed" in first, first[-3000:]
+    overrides = [*RUN, "rounds=60", "logger=none"]
+    proc = sweep(*overrides, "checkpoint_every=30", "overwrite=true", f"hydra.sweep.dir={sweep_dir}", one_job)
+    job = sweep_dir / "0_job"
+    wait_for_log(proc, job, "round 10: test_acc")
+    subprocess.run(["scontrol", "requeue", slurm_job_id(sweep_dir)], check=True)
+    wait_for_log(proc, job, "resumed")
+    warn_and_cut(sweep_dir)
+    wait_for_log(proc, job, "resumed", count=2)
+    out = finish(proc)
+    assert proc.returncode == 0, out[-3000:]
+    after = resumed_after(job_log(job))
+    assert len(after) == 2 and 10 <= after[0] == after[1] < 30, job_log(job)
+    assert not (job / ".overwritten").exists() and not (job / ".hydra-overwrite").exists()
+    assert_equals_a_local_run(job, overrides, tmp_path)
+
+
+def test_a_job_killed_on_another_node_is_reported_and_its_resubmission_takes_its_lock(cluster, tmp_path):
+    """Issue 59: SIGKILL leaves the job's lock; from another node the submit host cannot check its process: the
+    sweep listed it "still running" and exited 0, and ``resume=auto`` was refused until the lock was removed."""
+    args = [*RUN, "rounds=40", "logger=none", f"hydra.sweep.dir={tmp_path}"]
+    proc = sweep(*args)
+    job = wait_for_checkpoint(proc, tmp_path, 5)
+    lock = job / ".run.lock"
+    lock.write_text(json.dumps({**json.loads(lock.read_text()), "host": "othernode"}))
+    subprocess.run(["scancel", "--signal=KILL", slurm_job_id(tmp_path)], check=True)
+    out = finish(proc)
+    assert proc.returncode == 1, out[-3000:]
+    assert "still running" not in out and "1 job(s) did not complete" in out, out[-3000:]
+    again = sweep(*args, "resume=auto")
+    out = finish(again)
+    assert again.returncode == 0, out[-3000:]
+    assert "completed, 40 rounds" in out, out[-3000:]
+    notes = "".join(p.read_text() for p in (tmp_path / ".submitit").rglob("*.err"))
+    assert "a stale lock: SLURM job" in notes and "is no longer running" in notes, notes[-3000:]
+
+
+def test_the_local_cluster_starts_again_while_it_is_up(cluster):
+    """The daemons inherited ``start.lock``'s descriptor: a second ``start`` (the next test session) waited forever."""
+    again = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=30)
+    assert again.returncode == 0 and again.stdout.startswith("already running"), again.stdout + again.stderr

@@ -8,6 +8,8 @@ import math
 import os
 import subprocess
 import sys
+import sysconfig
+from pathlib import Path
 
 import pytest
 import yaml
@@ -38,6 +40,34 @@ def test_slurm_launcher_composes_with_our_defaults():
     assert launcher._target_ == "hydra_plugins.fedbn_bench_launcher.slurm_launcher.RequeueingSlurmLauncher"
     assert (launcher.partition, launcher.gpus_per_node, launcher.cpus_per_task) == ("gpu", 1, 8)
     assert (launcher.mem_gb, launcher.timeout_min, launcher.array_parallelism) == (32, 240, 64)
+
+
+def site_without_submitit(tmp_path: Path) -> Path:
+    """A copy of this venv's site-packages (links) without the optional submitit plugin and submitit."""
+    site, packages = Path(sysconfig.get_paths()["purelib"]), tmp_path / "site"
+    (packages / "hydra_plugins").mkdir(parents=True)
+    for entry in site.iterdir():
+        if entry.name not in ("hydra_plugins", "submitit") and not entry.name.endswith(".pth"):
+            (packages / entry.name).symlink_to(entry)
+    for plugin in (site / "hydra_plugins").iterdir():
+        if plugin.name != "hydra_submitit_launcher":
+            (packages / "hydra_plugins" / plugin.name).symlink_to(plugin)
+    return packages
+
+
+def test_without_the_submitit_plugin_a_run_says_nothing_of_it_and_slurm_is_one_line(tmp_path):
+    """Issue 59: every start without the optional plugin warned "Plugin is incompatible with this Hydra version"."""
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(site_without_submitit(tmp_path))])}
+    command = [sys.executable, "-S", str(ROOT / "run.py"), "logger=none", "progress=false"]
+    run = subprocess.run([*command, "rounds=1", "dataset=sklearn_digits", f"hydra.run.dir={tmp_path / 'run'}"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0 and "Warning" not in run.stderr and "Plugin" not in run.stderr, run.stderr
+    slurm = subprocess.run([*command, "-m", "hydra/launcher=slurm"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300, env=env)
+    assert (slurm.returncode, slurm.stderr.splitlines()) == (2, [
+        "error: hydra/launcher=slurm needs the Hydra plugin `hydra-submitit-launcher`, which is not installed: "
+        "pip install hydra-submitit-launcher"])
 
 
 def test_slurm_launcher_writes_the_sbatch_array_script(tmp_path):

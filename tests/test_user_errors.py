@@ -117,3 +117,18 @@ def test_a_misspelt_key_a_wrong_type_or_no_login_is_one_line_exit_2_and_nothing_
     result = cli(*argv, "rounds=1" if "rounds=abc" not in argv else "seed=0", cwd=tmp_path / "cwd")
     assert (result.returncode, result.stderr.strip().splitlines()) == (2, [f"error: {line}"])
     assert not list((tmp_path / "cwd").iterdir())
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["nrom=fbn", "rounds=abc"], "unknown key `nrom`. Did you mean `norm`?"),
+    (["nrom=fbn", "partition.alhpa=3"], "unknown key `nrom`. Did you mean `norm`?"),
+    (["partition.alhpa=3", "nrom=fbn"], "unknown key `partition.alhpa`"),
+    (["rounds=abc", "nrom=fbn"], "rounds=abc is invalid: `rounds` takes an integer"),
+])
+def test_two_mistakes_on_one_command_line_are_one_line_naming_the_first(tmp_path, argv, line):
+    """Issue 59: a second mistake made the first one's recomposition raise: an 83-line traceback, exit 1."""
+    result = cli(*argv, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    [only] = result.stderr.strip().splitlines()
+    assert only.startswith(f"error: {line}")
+    assert not list(tmp_path.iterdir())

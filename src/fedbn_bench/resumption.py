@@ -17,6 +17,7 @@ from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
 from fedbn_bench.engine.checkpoint import FILENAME
+from fedbn_bench.records.run_dirs import quoted_override
 
 ENDED = ("completed", "diverged")
 """Statuses ``resume=auto`` leaves as they are (training again would give the same records)."""
@@ -48,12 +49,6 @@ def resumed_config(cfg: DictConfig, run_dir: str | Path, given: Sequence[str]) -
     merged.update({_key(o): o for o in given})
     merged["resume"] = quoted_override("resume", str(source))
     return compose(config_name="config", overrides=list(merged.values()))
-
-
-def quoted_override(key: str, value: str) -> str:
-    """``key='value'`` in Hydra's override grammar: any character (``=``, ``,``, spaces, quotes of a
-    sweep job's directory name) taken literally."""
-    return "{}='{}'".format(key, value.replace("'", "\\'"))
 
 
 def quote_resume(argv: Sequence[str]) -> list[str]:

@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import json
 import logging
+import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -43,10 +44,8 @@ from fedbn_bench.norms import NormMethod, build_norm
 from fedbn_bench.partition import make_partition, partition_params, partition_table
 from fedbn_bench.records.atomic import atomic_write_text
 from fedbn_bench.records.loggers import make_logger, wandb_login_missing
-from fedbn_bench.records.run_dirs import STAGED, start_over
+from fedbn_bench.records.run_dirs import STAGED, record_unfinished, start_over
 from fedbn_bench.records.run_records import RunRecorder
-from fedbn_bench.records.sweep_report import FAILED_ATTEMPT
-from fedbn_bench.resumption import ended_summary
 from fedbn_bench.robust.byzantine import build_byzantine, byzantine_labels
 
 log = logging.getLogger("fedbn_bench")
@@ -168,8 +167,10 @@ def build_simulation(cfg: DictConfig, run_dir: str | Path, device: torch.device,
     metrics = [build_metric(entry) for entry in OmegaConf.to_container(cfg.metrics, resolve=True)]
     torch.manual_seed(cfg.seed)
     fed, table = build_federation(cfg, device)
-    if cfg.overwrite:
+    if cfg.overwrite and not cfg.resume:
         start_over(run_dir)
+    elif cfg.overwrite:  # a requeued job (SLURM keeps its overrides): it continues its checkpoint
+        shutil.rmtree(Path(run_dir) / STAGED, ignore_errors=True)
     recorder = RunRecorder(run_dir)
     recorder.write_partition(table)
     settings = RunSettings(
@@ -231,15 +232,9 @@ def failure_recorded(run_dir: str | Path) -> Iterator[None]:
 
 
 def record_failure_before_rounds(run_dir: str | Path, err: BaseException) -> None:
-    """Write the ``summary.json`` of a run that failed before its first round (status ``failed``, the
-    error, round 0), unless ``run_dir`` holds a completed run's: a failed attempt never replaces a
-    completed record (``overwrite=true`` clears the old records only when the new run starts training):
-    the failure goes to ``FAILED_ATTEMPT`` beside it instead, which the sweep's report lists."""
-    summary = {"status": "failed", "rounds_completed": 0, **failure_record(err, 0)}
-    if (ended := ended_summary(run_dir)) is not None and ended["status"] == "completed":
-        atomic_write_text(Path(run_dir) / FAILED_ATTEMPT, json.dumps(summary, indent=2) + "\n")
-        return
-    RunRecorder(run_dir).write_summary(summary)
+    """Record a run that failed before its first round (status ``failed``, the error, round 0) as
+    ``run_dirs.record_unfinished`` does: beside a completed run's records, in ``FAILED_ATTEMPT``."""
+    record_unfinished(run_dir, {"status": "failed", "rounds_completed": 0, **failure_record(err, 0)})
 
 
 def prepare_run(cfg: DictConfig, run_dir: str | Path, device: torch.device, threads: int) -> Simulation:

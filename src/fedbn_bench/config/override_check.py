@@ -73,12 +73,23 @@ def composition_error(err: ConfigCompositionException, conf_dir: Path, overrides
     """One line for Hydra's composition error ``err``: an unknown key, a wrong type, or Hydra's first line."""
     cause = err.__cause__
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and cause.full_key:
-        rest = [o for o in overrides if o.partition("=")[0].lstrip("+~") != cause.full_key]
-        return unknown_key_error(composed(conf_dir, rest), cause.full_key)
+        return unknown_key_error(composed_without(conf_dir, overrides, cause.full_key), cause.full_key)
     if isinstance(cause, ValidationError) and cause.full_key:
         value = next((o.partition("=")[2] for o in overrides if o.partition("=")[0].lstrip("+~") == cause.full_key), "")
         return type_error(cause.full_key, value, cause)
     return str(err).strip().splitlines()[0]
+
+
+def composed_without(conf_dir: Path, overrides: list[str], key: str) -> DictConfig:
+    """The config of ``overrides`` without those of ``key``, and without any other that fails to compose
+    (a second mistake on the command line: the error names the first one only; the defaults when one
+    names no key)."""
+    rest = [o for o in overrides if o.partition("=")[0].lstrip("+~") != key]
+    try:
+        return composed(conf_dir, rest)
+    except ConfigCompositionException as err:
+        failed = getattr(err.__cause__, "full_key", None)
+        return composed_without(conf_dir, rest, failed) if failed else composed(conf_dir, [])
 
 
 def type_error(key: str, value: Any, err: ValidationError) -> str:

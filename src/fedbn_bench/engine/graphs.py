@@ -35,8 +35,9 @@ rounds were eager; ``on`` refuses a run whose round falls back.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -108,6 +109,11 @@ def graph_status(mode: str, device: torch.device, engine: str, adversarial: bool
     return CAPTURED if reason is None else f"eager: {reason}"
 
 
+def status_line(mode: str, status: str) -> str:
+    """The run's log line for its ``graph_status``: the mode, and the status unless it only repeats the mode (``off``)."""
+    return f"engine.cuda_graphs={mode}: " + ("eager" if mode == "off" else status)
+
+
 def sync_reason(synchronising: list[str]) -> Optional[str]:
     """Why a round's steps run eagerly when a ``SyncProbe`` saw ``synchronising`` operations in its
     first step (one line), or ``None``."""
@@ -125,6 +131,18 @@ def step_graph_maker(mode: str, device: torch.device) -> Callable[[], StepGraph]
     if mode == "emulate":
         return TracedStepGraph
     return AnchoredPool(device)
+
+
+@contextmanager
+def graphs_set_aside(ctx: Any) -> Iterator[None]:
+    """The local steps run under it eagerly (``ctx``: a backend's ``TrainingContext``): a replayed CUDA graph
+    dispatches nothing, so FLOPs and ATen operations are counted on an eager round, which runs the same kernels
+    (the round is not in ``GraphRecord``)."""
+    mode, ctx.cuda_graphs = ctx.cuda_graphs, None
+    try:
+        yield
+    finally:
+        ctx.cuda_graphs = mode
 
 
 class CaptureFailed(RuntimeError):

@@ -67,6 +67,9 @@ class ReplicaGroup:
         self.unshared = unshared_reason(self.sims)
         """Why each replica trains on its own backend (``None``: one shared backend)."""
         self.backend: Optional[Backend] = None if self.unshared else self.sims[0].backend
+        if self.backend is not None:  # one stack: every replica's local steps ran as the shared backend records
+            for sim in self.sims[1:]:
+                sim.graph_record = sim.loop.graphs = self.sims[0].graph_record
 
     def run(self) -> list[dict[str, Any]]:
         """Run every replica to its end; their summaries, in the order of ``sims``."""

@@ -17,7 +17,7 @@ from fedbn_bench.engine.clients import ClientStore
 from fedbn_bench.engine.flops import flop_counter
 from fedbn_bench.engine.evaluator import Evaluator
 from fedbn_bench.engine.federation import Federation
-from fedbn_bench.engine.graphs import GraphRecord
+from fedbn_bench.engine.graphs import GraphRecord, graphs_set_aside
 from fedbn_bench.engine.round import RoundRunner
 from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.errors import ConfigError, Stopped
@@ -25,9 +25,10 @@ from fedbn_bench.norms.base import NormMethod
 from fedbn_bench.records.loggers import Logger
 from fedbn_bench.records.machine import machine_record
 from fedbn_bench.records.provenance import code_record
+from fedbn_bench.records.run_dirs import kept_new_run, record_unfinished
 from fedbn_bench.records.run_records import RunRecorder
 from fedbn_bench.records.selection import REPORTED_AT_BEST, best_validation, selection_key
-from fedbn_bench.stopping import requested_stop
+from fedbn_bench.stopping import requested_stop, round_took, signals_deferred
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ class RunLoop:
         if not diverged and s.checkpoint_every and (self.rounds_completed % s.checkpoint_every == 0
                                                     or self.rounds_completed == s.rounds):
             self.checkpoint()
+        kept_new_run(self.recorder.run_dir)
         return diverged
 
     def checkpoint(self) -> None:
@@ -99,23 +101,28 @@ class RunLoop:
         if self.checkpoint_round == self.rounds_completed:
             return
         self.elapsed = time.perf_counter() - self.start
-        save_checkpoint(self.recorder.run_dir, self.checkpoint_state())
-        self.checkpoint_round = self.rounds_completed
+        with signals_deferred():  # a stop during the write acts after checkpoint_round names it
+            save_checkpoint(self.recorder.run_dir, self.checkpoint_state())
+            self.checkpoint_round = self.rounds_completed
 
     def finish(self, status: str, cause: dict[str, Any] | None = None) -> dict[str, Any]:
         """Write and log the summary of the run, ended with ``status`` (``cause``: what a failed
         run records of its exception, ``failure_record``, or the signal that stopped it)."""
         tested = self.best_round_robust_test() if status in ("completed", "diverged") else {}
         summary = {**self.summary(status), **tested, **(cause or {})}
-        self.recorder.write_summary(summary)
+        if self.rounds_completed == 0:
+            record_unfinished(self.recorder.run_dir, summary)
+        else:
+            self.recorder.write_summary(summary)
         self.logger.finish(summary)
         return summary
 
     def run_round(self, round_idx: int) -> Optional[torch.Tensor]:
-        """One round (its mean loss, ``None`` when no client trained); with ``count_macs``, the first one this run trains is counted."""
+        """One round (its mean loss, ``None`` when no client trained); with ``count_macs``, the first one this run
+        trains is counted, eagerly (``graphs_set_aside``: a replayed CUDA graph's work is seen by no counter)."""
         if not self.s.count_macs or self.train_macs_per_round is not None:
             return self.rounds.run_round(round_idx)
-        with flop_counter() as counter:
+        with flop_counter() as counter, graphs_set_aside(self.rounds.backend.ctx):
             loss = self.rounds.run_round(round_idx)
         self.train_macs_per_round = counter.get_total_flops() / 2
         return loss
@@ -271,7 +278,8 @@ def drive(loops: Sequence[RunLoop], train_round: TrainRound, progress: bool, des
     signal raised as ``Stopped``: the round under way is abandoned, ``stopped_by`` names the signal)
     or failed (the exception is raised after the summaries are written). A stop that waits for the
     round (``stopping.py``: SLURM's warning before the time limit, a preemption) is taken after the
-    round: each running loop writes its checkpoint there first (unless ``checkpoint_every=0``)."""
+    round: each running loop writes its checkpoint there first (``checkpoint_every=0`` too: the requeued job
+    resumes from it)."""
     start, total = loops[0].rounds_completed, loops[0].s.rounds
     status = ["running"] * len(loops)
     failure: dict[str, Any] = {}
@@ -289,6 +297,7 @@ def drive(loops: Sequence[RunLoop], train_round: TrainRound, progress: bool, des
             t0 = time.perf_counter()
             losses = train_round(active, round_idx)
             seconds = time.perf_counter() - t0
+            round_took(seconds)
             for i, loss in zip(active, losses):
                 if loops[i].after_round(round_idx, loss, seconds):
                     status[i] = "diverged"
@@ -297,7 +306,7 @@ def drive(loops: Sequence[RunLoop], train_round: TrainRound, progress: bool, des
             if len(loops) == 1 and loops[0].last:
                 bar.set_postfix(acc=f"{loops[0].last['test_acc']:.3f}", loss=f"{loops[0].last['train_loss']:.3f}")
             if round_idx + 1 < total and (stop_now := requested_stop()) is not None:
-                for i in [i for i in active if status[i] == "running" and loops[i].s.checkpoint_every]:
+                for i in [i for i in active if status[i] == "running"]:
                     loops[i].checkpoint()
                 raise stop_now
         status = ["completed" if st == "running" else st for st in status]

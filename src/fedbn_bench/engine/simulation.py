@@ -22,7 +22,7 @@ from fedbn_bench.engine.backends.vmap import VmapBackend
 from fedbn_bench.engine.clients import ClientStore
 from fedbn_bench.engine.evaluator import Evaluator
 from fedbn_bench.engine.federation import Federation
-from fedbn_bench.engine.graphs import CAPTURED, GraphRecord, graph_status
+from fedbn_bench.engine.graphs import CAPTURED, GraphRecord, graph_status, status_line
 from fedbn_bench.engine.options import to_channels_last
 from fedbn_bench.engine.round import RoundRunner
 from fedbn_bench.engine.run_loop import RunLoop
@@ -86,7 +86,7 @@ class Simulation:
         adversarial = fed.adversarial is not None and fed.adversarial.active
         device = next(model.parameters()).device
         graphs = graph_status(settings.cuda_graphs, device, engine, adversarial)
-        log.info("engine.cuda_graphs=%s: %s", settings.cuda_graphs, graphs)
+        log.info(status_line(settings.cuda_graphs, graphs))
         self.graph_record = GraphRecord(graphs)
         context = TrainingContext(model, norm, algo, fed.data.train, local_keys, batch_size, fed.num_clients,
                                   settings.augment, settings.channels_last, shared, fed.adversarial,

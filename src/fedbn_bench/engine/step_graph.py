@@ -62,27 +62,38 @@ class CudaStepGraph:
 
     def capture(self, step: Callable[[], None]) -> None:
         """Record ``step``; when it fails inside the capture, its own error is raised (ending the broken
-        capture may raise too, about the capture rather than its cause)."""
+        capture may raise too, about the capture rather than its cause). A capture that fails to begin
+        or to end, or whose end fails after the step's error, is abandoned (``abandon_capture``)."""
         def captured() -> None:
-            self.graph.capture_begin(pool=self.pool)
+            try:
+                self.graph.capture_begin(pool=self.pool)
+            except BaseException:
+                abandon_capture(self.pool, self.stream.device)
+                raise
             try:
                 step()
             except BaseException:
-                try:
-                    self.graph.capture_end()
-                except RuntimeError:
-                    abandon_capture(self.pool, self.stream.device)
+                self.end_or_abandon(raise_error=False)
                 raise
-            self.graph.capture_end()
+            self.end_or_abandon(raise_error=True)
 
         self.on_side_stream(captured)
+
+    def end_or_abandon(self, raise_error: bool) -> None:
+        """End the capture; if that fails, abandon it and raise the error when ``raise_error``."""
+        try:
+            self.graph.capture_end()
+        except RuntimeError:
+            abandon_capture(self.pool, self.stream.device)
+            if raise_error:
+                raise
 
     def replay(self) -> None:
         self.graph.replay()
 
 
 def abandon_capture(pool: Any, device: torch.device) -> None:
-    """Best effort after a capture whose end failed (CUDA's end of capture raised before PyTorch's
+    """Best effort after a capture that failed to begin or to end (CUDA raised before PyTorch's
     bookkeeping ran): the caching allocator stops routing this stream's allocations to ``pool``, and
     the device generators leave capture mode, so that the round can be re-run eagerly (on an H200 with
     torch 2.11 the eager re-run failed in dropout, "Offset increment outside graph capture encountered

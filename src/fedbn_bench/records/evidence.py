@@ -12,6 +12,7 @@ line. ``record=true`` with a folder outside ``results/`` is refused too (there i
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -28,12 +29,17 @@ def evidence_roots(config: DictConfig) -> list[Path]:
     """The ``results/`` folders a command must not write to without ``record=true``."""
     sources = config.hydra.runtime.get("config_sources") or []
     confs = [Path(s.path) for s in sources if s.get("provider") == "main" and s.get("schema") == "file"]
-    return [p.parent.absolute() / EVIDENCE for p in confs] + [Path.cwd() / EVIDENCE]
+    return [normalised(p.parent / EVIDENCE) for p in confs] + [normalised(EVIDENCE)]
+
+
+def normalised(path: str | Path) -> Path:
+    """``path`` absolute, with ``..`` and ``.`` taken out (``outputs/../results/x`` is ``results/x``)."""
+    return Path(os.path.abspath(path))
 
 
 def evidence_part(path: str | Path, roots: list[Path]) -> Optional[Path]:
     """``path`` relative to the ``results/`` folder it lies in (``None``: outside every one)."""
-    path = Path(path).absolute()
+    path = normalised(path)
     for root in roots:
         if path == root or root in path.parents:
             return path.relative_to(root)

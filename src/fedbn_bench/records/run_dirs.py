@@ -15,6 +15,7 @@ then claims the directory for the run (``run_lock.py``: a second live run there 
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -23,15 +24,23 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from fedbn_bench.records.atomic import atomic_write_text
 from fedbn_bench.records.run_lock import DirectoryInUse, acquire
+from fedbn_bench.records.run_records import RunRecorder
 
 RECORDS = ("summary.json", "metrics.csv", "checkpoint.pt", "replicas.json")
 """A directory holding any of these holds a run."""
-RUN_FILES = (*RECORDS, "partition.csv", "wandb_id", "run.log")
-"""What ``overwrite=true`` removes from a run directory before the new run starts."""
+RUN_FILES = (*RECORDS, "partition.csv", "wandb_id")
+"""What ``overwrite=true`` moves aside from a run directory before the new run starts (``run.log``, which
+Hydra's handler is writing, stays: it logs every attempt)."""
 STAGED = ".hydra-overwrite"
 """Where Hydra writes the config of an ``overwrite=true`` run into a directory holding a run (``start_over``
 moves it to ``.hydra``), so that a job failing before its first round leaves the old run's config with its records."""
+FAILED_ATTEMPT = "failed_attempt.json"
+"""The summary of a run that completed no round in a directory holding a completed run, which it leaves as it
+was (``record_unfinished``); the next run started there removes it."""
+OVERWRITTEN = ".overwritten"
+"""Where ``overwrite=true`` keeps the old run's records (and ``.hydra``) until the new run completes a round."""
 _created: set[Path] = set()
 
 
@@ -83,29 +92,87 @@ def discard_if_created_here(path: str | Path) -> None:
         parent.rmdir()
 
 
-def clear_runs(path: str | Path) -> None:
-    """Remove the records (``RUN_FILES``) of the run in ``path`` and of the runs (replicas) in its
-    subdirectories: ``overwrite=true``, when the new run is about to write its first record (a job that
-    fails before that leaves the old records as they were)."""
-    for name in RUN_FILES:
-        for found in [Path(path) / name, *Path(path).glob(f"**/{name}")]:
-            found.unlink(missing_ok=True)
+def _run_files(path: Path) -> list[Path]:
+    """The records (``RUN_FILES``) of the run in ``path`` and of the runs (replicas) in its subdirectories."""
+    return sorted(found for name in RUN_FILES for found in path.glob(f"**/{name}")
+                  if OVERWRITTEN not in found.relative_to(path).parts)
 
 
 def start_over(path: str | Path) -> None:
-    """``overwrite=true``, once the new run in ``path`` is about to write its first record: remove the old
-    run's records and put the new run's config (``STAGED``) in place of its ``.hydra``."""
-    clear_runs(path)
-    staged = Path(path) / STAGED
+    """``overwrite=true``, once the new run in ``path`` is about to write its first record: move the old
+    run's records and ``.hydra`` to ``OVERWRITTEN`` (``kept_new_run`` drops them after the new run's first
+    round, ``record_unfinished`` puts them back before it) and the new run's config (``STAGED``) in place
+    of ``.hydra``. Records there beside an ``OVERWRITTEN`` are an earlier attempt's that completed no round:
+    they go."""
+    path, kept = Path(path), Path(path) / OVERWRITTEN
+    staged, hydra = path / STAGED, path / ".hydra"
+    fresh = not kept.exists()
+    for found in _run_files(path):
+        _move_or_remove(found, kept / found.relative_to(path) if fresh else None)
     if staged.is_dir():
-        shutil.rmtree(Path(path) / ".hydra", ignore_errors=True)
-        staged.rename(Path(path) / ".hydra")
+        _move_or_remove(hydra, kept / ".hydra" if fresh else None)
+        staged.rename(hydra)
+
+
+def kept_new_run(path: str | Path) -> None:
+    """The new run of ``overwrite=true`` in ``path`` completed a round: the old run's records go."""
+    shutil.rmtree(Path(path) / OVERWRITTEN, ignore_errors=True)
+
+
+def restore_overwritten(path: str | Path) -> None:
+    """The new run of ``overwrite=true`` in ``path`` ended before completing a round: its records and config go
+    and the old run's come back (nothing when none were kept)."""
+    path, kept = Path(path), Path(path) / OVERWRITTEN
+    if not kept.is_dir():
+        return
+    for found in _run_files(path):
+        found.unlink()
+    if (kept / ".hydra").is_dir():
+        shutil.rmtree(path / ".hydra", ignore_errors=True)
+    for found in sorted(kept.rglob("*"), key=lambda p: len(p.parts)):
+        target = path / found.relative_to(kept)
+        if found.is_file() or not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            found.rename(target)
+    shutil.rmtree(kept)
+
+
+def record_unfinished(path: str | Path, summary: dict[str, Any]) -> None:
+    """Record ``summary``, the end of a run in ``path`` that completed no round (failed, stopped, killed): the
+    records ``overwrite=true`` moved aside come back, and beside a completed run's records it goes to
+    ``FAILED_ATTEMPT`` (a failed attempt never replaces a completed record), else to ``summary.json``."""
+    restore_overwritten(path)
+    try:
+        completed = json.loads((Path(path) / "summary.json").read_text()).get("status") == "completed"
+    except (OSError, ValueError):
+        completed = False
+    if completed:
+        atomic_write_text(Path(path) / FAILED_ATTEMPT, json.dumps(summary, indent=2) + "\n")
+    else:
+        RunRecorder(path).write_summary(summary)
+
+
+def _move_or_remove(source: Path, target: Path | None) -> None:
+    """Move ``source`` (a file or folder) to ``target``, or remove it when ``target`` is ``None``."""
+    if target is None and source.is_dir():
+        shutil.rmtree(source)
+    elif target is None:
+        source.unlink(missing_ok=True)
+    elif source.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source.rename(target)
 
 
 def refusal(path: str | Path) -> str:
     """The error for a fixed directory that already holds a run and a command that said nothing."""
     return (f"{path} already holds a run; pass resume=auto to continue it (a completed run is left as it is) "
             "or overwrite=true to start it over")
+
+
+def quoted_override(key: str, value: str) -> str:
+    """``key='value'`` in Hydra's override grammar: any character (``=``, ``,``, spaces, quotes of a
+    sweep job's directory name) taken literally."""
+    return "{}='{}'".format(key, value.replace("'", "\\'"))
 
 
 def is_fresh_pattern(pattern: Any) -> bool:
@@ -148,6 +215,8 @@ class RunDirectories(Callback):
         target = Path(str(config.hydra.sweep.dir))
         if is_fresh_pattern(pattern):
             _set(config, "sweep", str(claim(target)))
+            with read_write(config.hydra), open_dict(config.hydra):  # each job's config is recomposed
+                config.hydra.overrides.hydra.append(quoted_override("hydra.sweep.dir", config.hydra.sweep.dir))
         elif holds_run(target) and not config.get("overwrite") and config.get("resume") != "auto":
             _refuse(refusal(target).replace("a run;", "the runs of a sweep;"))
         elif holds_run(target) and config.get("overwrite"):

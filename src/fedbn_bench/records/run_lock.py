@@ -4,14 +4,16 @@ A run takes ``<run dir>/.run.lock`` with ``O_CREAT | O_EXCL`` (atomic: of two ru
 same moment in one directory, exactly one gets it) before Hydra writes anything there, and removes
 it when it ends (``run.py``). The file says who holds it (process id, host, SLURM job id, start
 time). A run that finds it held is refused with one ``error:`` line naming the holder, unless the
-holder is dead (a process of this host that no longer exists: its stale lock is named and taken
-over) or is this very SLURM job before its requeue (a requeued job takes its own directory back).
+holder is dead (a process of this host that no longer exists, or a SLURM job ``squeue`` says ended, e.g.
+one killed on another node: its stale lock is named and taken over) or is this very SLURM job before its
+requeue (a requeued job takes its own directory back).
 """
 from __future__ import annotations
 
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +22,8 @@ from typing import Any, Optional
 from fedbn_bench.errors import UserError
 
 LOCK = ".run.lock"
+SLURM_ENDED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+"""``squeue`` states of a SLURM job that runs no more."""
 
 
 class DirectoryInUse(UserError):
@@ -58,9 +62,24 @@ def _replaceable(owner: dict[str, Any]) -> Optional[str]:
     mine = _me()
     if owner.get("slurm_job_id") and owner["slurm_job_id"] == mine["slurm_job_id"]:
         return "this SLURM job before its requeue"
-    if owner.get("host") == mine["host"] and isinstance(owner.get("pid"), int) and not _alive(owner["pid"]):
-        return "a stale lock: that process no longer exists"
+    if owner.get("host") == mine["host"] and isinstance(owner.get("pid"), int):  # this host's process says
+        return None if _alive(owner["pid"]) else "a stale lock: that process no longer exists"
+    if owner.get("slurm_job_id") and slurm_job_ended(owner["slurm_job_id"]):
+        return f"a stale lock: SLURM job {owner['slurm_job_id']} is no longer running"
     return None
+
+
+def slurm_job_ended(job_id: str) -> bool:
+    """Whether ``squeue`` says SLURM job ``job_id`` runs no more (not listed, or in an ended state); ``False``
+    where it cannot say (no ``squeue`` here, the controller not answering)."""
+    try:
+        listed = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    if listed.returncode != 0:
+        return "Invalid job id" in listed.stderr
+    states = listed.stdout.split()
+    return not states or all(state in SLURM_ENDED for state in states)
 
 
 def live_holder(run_dir: str | Path) -> Optional[str]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
+from fedbn_bench.records.run_dirs import FAILED_ATTEMPT, OVERWRITTEN
 from fedbn_bench.records.run_lock import live_holder
 
 
@@ -27,6 +28,7 @@ def job_dirs(sweep_dir: str | Path) -> list[Path]:
     ``replicas=k`` job's ``seed_<s>`` directories in place of the job's own."""
     root = Path(sweep_dir)
     dirs = {p.parent for p in root.glob("**/summary.json")} | {p.parent for p in root.glob("**/.hydra")}
+    dirs = {d for d in dirs if OVERWRITTEN not in d.relative_to(root).parts}
     return sorted(dirs - {p.parent for p in root.glob("**/replicas.json")} - {root})
 
 
@@ -44,11 +46,6 @@ def job_lines(sweep_dir: str | Path) -> tuple[list[str], list[str], list[str]]:
         else:
             unfinished.append(f"{name}: {problem}")
     return completed, running, unfinished
-
-
-FAILED_ATTEMPT = "failed_attempt.json"
-"""The summary of a run that failed before its first round in a directory holding a completed run, which
-it leaves as it was (``runner.record_failure_before_rounds``); the next run started there removes it."""
 
 
 def job_problem(run_dir: Path) -> str | None:

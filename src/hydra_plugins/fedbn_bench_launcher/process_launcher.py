@@ -33,8 +33,8 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from fedbn_bench.errors import ConfigError, Stopped
+from fedbn_bench.records.run_dirs import record_unfinished
 from fedbn_bench.records.run_lock import holder
-from fedbn_bench.records.run_records import RunRecorder
 
 log = logging.getLogger(__name__)
 STOPPED = "stopped"
@@ -183,8 +183,8 @@ def _died(job_config: DictConfig, process: multiprocessing.Process) -> JobReturn
         metrics = job_dir / "metrics.csv"
         rows = list(csv.DictReader(metrics.open())) if metrics.exists() else []
         done = int(rows[-1]["round"]) if rows else 0
-        RunRecorder(job_dir).write_summary({"status": "failed", "rounds_completed": done, "error_type": "ProcessDied",
-                                            "error": _cause(process.exitcode), "error_round": done + 1})
+        record_unfinished(job_dir, {"status": "failed", "rounds_completed": done, "error_type": "ProcessDied",
+                                    "error": _cause(process.exitcode), "error_round": done + 1})
     return JobReturn(overrides=list(job_config.hydra.overrides.task), working_dir=str(job_dir),
                      status=JobStatus.COMPLETED, _return_value=float("nan"))
 

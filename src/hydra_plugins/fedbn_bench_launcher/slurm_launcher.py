@@ -28,19 +28,23 @@ from typing import Any, Optional, Sequence
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
-from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
-from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 from omegaconf import OmegaConf, open_dict
 
+try:
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
+except ModuleNotFoundError:  # the optional plugin is absent: no launcher here (``cli.missing_launcher`` refuses
+    SlurmLauncher = object   # hydra/launcher=slurm), and Hydra's plugin scan finds this module without an error
+
 from fedbn_bench.errors import Stopped
-from fedbn_bench.stopping import clear_stop_request, stop_after_round
+from fedbn_bench.records.run_lock import SLURM_ENDED
+from fedbn_bench.stopping import clear_stop_request, expect_rounds_within, stop_after_round, warned
 
 log = logging.getLogger(__name__)
 POLL_S = 5.0
 """Seconds between two looks at the jobs' states."""
-ENDED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
-         "PREEMPTED", "SPECIAL_EXIT", "GONE"}
-"""Job states after which a job runs no more (``GONE``: no longer listed by ``squeue``)."""
+ENDED = {*SLURM_ENDED, "SPECIAL_EXIT", "GONE"}
+"""Job states after which a job runs no more (``GONE``: no longer listed by ``squeue``; a ``PREEMPTED`` job
+may be requeued: it is followed until it is gone)."""
 SUBMITTER_KEYS = ("submitit_folder", "max_num_timeout")
 """Launcher keys that configure submitit's executor rather than each job."""
 
@@ -54,17 +58,22 @@ class RequeueingSlurmLauncher(SlurmLauncher):
         clear_stop_request()
         for signum in (signal.SIGUSR2, signal.SIGTERM):
             signal.signal(signum, stop_after_round)
-        warn_before_limit(int(self.params.get("signal_delay_s") or 0))
+        delay_s = int(self.params.get("signal_delay_s") or 0)
+        expect_rounds_within(delay_s)
+        warn_before_limit(delay_s)
         try:
             return super().__call__(requeued_overrides(sweep_overrides), job_dir_key, job_num, job_id,
                                     singleton_state)
-        except Stopped as stop:
-            if stop.signum == signal.SIGUSR2 and callable(requeue):
-                requeue(stop.signum, None)  # submitit: requeue, or end the job past max_num_timeout
+        except Stopped:
+            if warned() and callable(requeue):  # SLURM's SIGTERM at the limit may end a warned job's round
+                for signum in (signal.SIGUSR2, signal.SIGTERM):
+                    signal.signal(signum, signal.SIG_IGN)  # the limit's SIGTERM must not cut the requeue
+                requeue(signal.SIGUSR2, None)  # submitit: requeue, or end the job past max_num_timeout
             raise
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         import submitit
+        from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -114,12 +123,12 @@ def requeued_overrides(overrides: list[str]) -> list[str]:
 
 def warn_before_limit(delay_s: int) -> None:
     """Send this process SLURM's warning (SIGUSR2) ``delay_s`` before its job's end time (nothing
-    outside a SLURM job or when ``squeue`` does not say)."""
+    outside a SLURM job, or when ``squeue`` is missing or does not say)."""
     job_id = os.environ.get("SLURM_JOB_ID")
-    listed = job_id and subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%e"], capture_output=True, text=True)
     try:
+        listed = job_id and subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%e"], capture_output=True, text=True)
         end = datetime.fromisoformat(listed.stdout.strip()).timestamp()
-    except (AttributeError, ValueError):
+    except (AttributeError, ValueError, OSError):  # not in a job, no end time, no squeue on the node
         return
     timer = threading.Timer(max(0.0, end - delay_s - time.time()), os.kill, (os.getpid(), signal.SIGUSR2))
     timer.daemon = True

@@ -199,7 +199,7 @@ class StackedBackend(Backend):
 
         steps = ((sum(c > s for c in counts), xb, yb) for s, (xb, yb) in enumerate(self.step_batches(x, y))
                  for _ in range(replays))
-        graphed = self.graphed_steps()
+        graphed = self.graphed_steps(round_idx)
         try:
             run_local_steps(algo, forward_backward, params, local,
                             ((n, prefix(xb, n), prefix(yb, n)) for n, xb, yb in steps), lr, loss_sum, graphed)
@@ -221,14 +221,21 @@ class StackedBackend(Backend):
                                             stats, own, loss)
         return results
 
-    def graphed_steps(self) -> Optional[GraphedSteps]:
-        """The round's step runner under ``engine.cuda_graphs`` (``engine/graphs.py``), or ``None``
-        (eager) when the run cannot be captured or its graphs were turned off."""
+    def graphed_steps(self, round_idx: int) -> Optional[GraphedSteps]:
+        """Round ``round_idx``'s step runner under ``engine.cuda_graphs`` (``engine/graphs.py``), or ``None``
+        (eager) when the run cannot be captured or its graphs were turned off (also when the graphs' memory
+        pool cannot be set up: its anchor graph's capture failed)."""
         mode, record = self.ctx.cuda_graphs, self.ctx.graph_record
         if mode is None or (record is not None and record.off):
             return None
         if self.make_graph is None:
-            self.make_graph = step_graph_maker(mode, next(self.ctx.model.parameters()).device)
+            try:
+                self.make_graph = step_graph_maker(mode, next(self.ctx.model.parameters()).device)
+            except RuntimeError as error:
+                failure = CaptureFailed(f"the anchor graph's capture failed ({str(error).splitlines()[0]})")
+                failure.__cause__ = error
+                self.turn_graphs_off(failure, round_idx)
+                return None
         return GraphedSteps(self.make_graph)
 
     def turn_graphs_off(self, failure: CaptureFailed, round_idx: int) -> None:
@@ -240,8 +247,8 @@ class StackedBackend(Backend):
                                "use engine.cuda_graphs=auto (eager after a failed capture) or off") from cause
         if self.ctx.graph_record is not None:
             self.ctx.graph_record.off = str(failure)
-        log.warning("engine.cuda_graphs=%s: %s in round %d: %s: %s; the round is re-run eagerly and the rest of "
-                    "the run is eager", mode, failure, round_idx + 1, type(cause).__name__, cause)
+        log.warning("engine.cuda_graphs=%s: %s in round %d: %s: %s; the round runs eagerly and so does the rest of "
+                    "the run", mode, failure, round_idx + 1, type(cause).__name__, cause)
 
     def note_eager(self, reason: Optional[str], round_idx: int) -> None:
         """Say once per run and reason why a round's steps fell back to eager (``on``: refuse to)."""
