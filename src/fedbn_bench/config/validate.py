@@ -76,6 +76,7 @@ def validate_config(cfg: Any) -> None:
              f"eval_statistics='{cfg.eval_statistics}' is unknown; allowed: {', '.join(EVAL_STATISTICS)}")
     _require(cfg.client_test in CLIENT_TEST,
              f"client_test='{cfg.client_test}' is unknown; allowed: {', '.join(CLIENT_TEST)}")
+    validate_evaluation(cfg.evaluation)
     for i, transform in enumerate(cfg.transforms):
         _require(OmegaConf.is_dict(transform) and "name" in transform,
                  f"transforms[{i}]={transform!r} is invalid: each entry is a mapping {{name: <transform>, ...}}")
@@ -133,6 +134,17 @@ def validate_config(cfg: Any) -> None:
         validate_schedule(cfg.algo.schedule, "algo.schedule")
     except ValueError as err:
         raise ConfigError(str(err)) from None
+
+
+EVAL_CLIENT_TEST = ("partition", "whole")
+
+
+def validate_evaluation(e: Any) -> None:
+    """``evaluation``: ``clients`` a positive number or ``all``, ``client_test`` known."""
+    _require(e.clients == "all" or (isinstance(e.clients, int) and not isinstance(e.clients, bool) and e.clients >= 1),
+             f"evaluation.clients={e.clients} is invalid: the clients an evaluation tests, a number >= 1 or `all`")
+    _require(e.client_test in EVAL_CLIENT_TEST, f"evaluation.client_test='{e.client_test}' is unknown; allowed: "
+             f"{', '.join(EVAL_CLIENT_TEST)}")
 
 
 def validate_client_sizes(sizes: list[int], batch_size: int, needs_two: bool, small_clients: str = "refuse") -> None:

@@ -19,6 +19,8 @@ DROPOUT_STREAM = 2
 """Extra key of the global torch seed set before a client's (or a vmapped round's) training."""
 STATISTICS_STREAM = 3
 """Extra key of the samples a client's pre-training statistics pass reads (HBN §5)."""
+EVALUATION_STREAM = 4
+"""Extra key of the clients an evaluation tests: ``(seed, round, EVALUATION_STREAM)``."""
 
 
 def derive_seed(*keys: int) -> int:
@@ -41,6 +43,15 @@ def sample_clients(num_clients: int, per_round: int, gen: torch.Generator) -> li
     if per_round >= num_clients:
         return list(range(num_clients))
     return sorted(torch.randperm(num_clients, generator=gen, device=gen.device)[:per_round].tolist())
+
+
+def evaluated_clients(num_clients: int, per_evaluation: int | None, seed: int, round_number: int) -> list[int] | None:
+    """The clients an evaluation after ``round_number`` rounds tests: ``per_evaluation`` drawn from
+    ``(seed, round_number, EVALUATION_STREAM)`` (Flower's ``fraction_evaluate``), the same in a
+    resumed run; ``None`` (all) when ``per_evaluation`` is ``None`` or at least ``num_clients``."""
+    if per_evaluation is None or per_evaluation >= num_clients:
+        return None
+    return sample_clients(num_clients, per_evaluation, generator(seed, round_number, EVALUATION_STREAM))
 
 
 def participating(clients: Sequence[int], sizes: torch.Tensor, batch_size: int) -> list[int]:
