@@ -202,6 +202,7 @@ def build_simulation(cfg: DictConfig, run_dir: str | Path, device: torch.device,
         cuda_graphs=cfg.engine.cuda_graphs,
         count_macs=cfg.count_macs,
         labels=byzantine_labels(cfg.byzantine),
+        small_clients=cfg.small_clients,
         **evaluation_settings(cfg, fed),
     )
     swept = [tag for tag in cfg.logger.tags if "=" in tag]  # a sweep's values (records/sweep_labels.py)

@@ -92,7 +92,7 @@ class Config:
     num_clients: int = 10
     clients_per_round: int = 10
     batch_size: int = 32
-    small_clients: str = "refuse"
+    small_clients: str = "cycle"
     lr: float = 0.05
     alpha: float = 0.5
     gamma: float = 0.5

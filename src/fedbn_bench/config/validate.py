@@ -23,7 +23,7 @@ DEVICES = ("auto", "cpu", "cuda")
 ENGINES = ("auto", "loop", "vmap", "packed")
 LOGGERS = ("wandb", "none")
 LOGGER_MODES = ("offline", "online", "disabled")
-SMALL_CLIENTS = ("refuse", "skip")
+SMALL_CLIENTS = ("refuse", "skip", "cycle")
 CLIENT_TEST = ("domain", "shard")
 MAX_REPLICAS = 100
 """More seeds than this are a sweep (``-m seed=...``), not one stacked run with a directory per seed."""
@@ -153,9 +153,21 @@ def validate_client_sizes(sizes: list[int], batch_size: int, needs_two: bool, sm
     ``small_clients="refuse"``: every client must hold a full batch.  ``"skip"`` (HBN's code,
     ``FedAvg_main.py`` and its siblings: a sampled client with fewer than B samples neither trains
     nor uploads, ``engine.sampling.participating``): at least one client must hold a batch, and a
-    warning says how many never train.  BN also needs batches of two or more.
+    warning says how many never train.  ``"cycle"`` (the default; cross-device federations of a
+    few samples a client): such a client trains one batch an epoch of its samples repeated
+    (``engine.sampling.draw_batches``); only an empty client is refused.  BN also needs batches
+    of two or more.
     """
     small = [i for i, size in enumerate(sizes) if size < batch_size]
+    if small_clients == "cycle":
+        empty = [i for i, size in enumerate(sizes) if size == 0]
+        _require(not empty, f"small_clients=cycle but client {empty[0] if empty else 0} holds no samples "
+                 f"({len(empty)} of {len(sizes)} clients are empty); lower `num_clients` or set `partition.min_size`")
+        if small:
+            log.warning("small_clients=cycle: %d of %d clients hold fewer than batch_size=%d samples; each of their "
+                        "steps is one batch of their samples repeated", len(small), len(sizes), batch_size)
+        _require(not needs_two or batch_size >= 2, "batch_size=1 is invalid with batch statistics: `batch_size` must be >= 2")
+        return
     if small_clients == "refuse" and small:
         client = min(range(len(sizes)), key=sizes.__getitem__)
         raise ConfigError(

@@ -183,6 +183,7 @@ class RunLoop:
             **({"threads": self.s.threads} if self.s.threads else {}),
             **({"cuda_visible_devices": os.environ["CUDA_VISIBLE_DEVICES"]} if "CUDA_VISIBLE_DEVICES" in os.environ else {}),
             "evaluation": self.evaluator.describe(),
+            "client_state_mb": self.store.client_state_bytes() / 2**20,
             **self.engine,
             **(self.graphs.summary() if self.graphs is not None else {}),
             **machine_record(next(self.fed.model.parameters()).device),

@@ -72,8 +72,16 @@ def draw_batches(indices: torch.Tensor, batch_size: int, steps: int, gen: torch.
 
     Each epoch is a fresh permutation of the client's indices with its last partial batch dropped,
     so every step sees a full batch; epochs follow one another until ``steps`` batches are drawn.
+    A client smaller than a batch (``small_clients=cycle``) has epochs of one batch: a fresh
+    permutation of its indices repeated to ``batch_size`` (each sample ``batch_size // n`` times
+    or once more).
     """
     n = len(indices)
+    if n < batch_size:
+        reps = -(-batch_size // n)
+        order = torch.stack([torch.randperm(n, generator=gen, device=gen.device).repeat(reps)[:batch_size]
+                             for _ in range(steps)]).to(indices.device)
+        return indices[order]
     per_epoch = n // batch_size
     epochs = -(-steps // per_epoch)
     orders = [torch.randperm(n, generator=gen, device=gen.device)[: per_epoch * batch_size] for _ in range(epochs)]

@@ -26,6 +26,8 @@ class RunSettings:
     """``engine.cuda_graphs`` (``engine/graphs.py``)."""
     count_macs: bool = False
     """Count the MACs of the first round's local training (``summary.json``: ``train_macs_per_round``)."""
+    small_clients: str = "refuse"
+    """``small_clients``: with ``cycle`` a client smaller than a batch trains one batch an epoch."""
     eval_clients: int | None = None
     """The clients whose own models an evaluation tests (personalized runs): at most this many,
     drawn per evaluation (``evaluation.clients``); ``None``: all."""
