@@ -44,6 +44,8 @@ def test_cycle_refuses_only_empty_clients_in_one_line():
     validate_client_sizes([6, 1, 30], 16, needs_two=True, small_clients="cycle")
     with pytest.raises(ConfigError, match="client 1 holds no samples"):
         validate_client_sizes([6, 0, 30], 16, needs_two=True, small_clients="cycle")
+    with pytest.raises(ConfigError, match="batch_size=100 is larger than the clients' 36 training samples"):
+        validate_client_sizes([6, 30], 100, needs_two=True, small_clients="cycle")
 
 
 def test_a_store_of_ten_thousand_clients_checkpoints_as_a_few_tensors():

@@ -160,6 +160,8 @@ def validate_client_sizes(sizes: list[int], batch_size: int, needs_two: bool, sm
     """
     small = [i for i, size in enumerate(sizes) if size < batch_size]
     if small_clients == "cycle":
+        _require(batch_size <= sum(sizes), f"batch_size={batch_size} is larger than the clients' {sum(sizes)} "
+                 "training samples together; lower `batch_size`")
         empty = [i for i, size in enumerate(sizes) if size == 0]
         _require(not empty, f"small_clients=cycle but client {empty[0] if empty else 0} holds no samples "
                  f"({len(empty)} of {len(sizes)} clients are empty); lower `num_clients` or set `partition.min_size`")
