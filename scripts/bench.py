@@ -57,6 +57,10 @@ workers for the parallel one (at least its longest job); the rest (start-up: imp
 composition, data, logger; shutdown); and the threads each job got. ``training_ceiling`` is the
 sequential sweep's training time over the parallel sweep's: the speed-up it would reach if
 nothing but training took time. Written to ``results/bench/sweep_<overrides>.csv``.
+
+``--scale 100,1000,10000`` times what a round, an evaluation, setup and a checkpoint cost, and the
+memory of the clients' state, as the federation grows (issue 58; ``scripts/bench_scale.py``),
+written to ``results/bench/scale.csv``.
 """
 from __future__ import annotations
 
@@ -626,10 +630,20 @@ def main() -> None:
     parser.add_argument("--sweep", help='time `python run.py -m SWEEP` sequentially against the joblib launcher, '
                                         'e.g. --sweep "norm=bn,gn rounds=15" (no --preset)')
     parser.add_argument("--n-jobs", type=int, default=2, help="the joblib launcher's n_jobs for --sweep")
+    parser.add_argument("--scale", help="time a round, an evaluation, setup and memory at these federation sizes, "
+                                        "e.g. --scale 100,1000,10000 (no --preset; scripts/bench_scale.py)")
+    parser.add_argument("--scale-methods", default="fedavg_bn,fedbn,scaffold_bn")
+    parser.add_argument("--local-steps", type=int, default=5, help="local steps a client takes per round for --scale")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.sweep:
         bench_sweep(args)
+        return
+    if args.scale:
+        from bench_scale import bench_scale
+
+        print(bench_scale([int(n) for n in args.scale.split(",")], args.scale_methods.split(","),
+                          args.rounds or 3, args.local_steps, Path(args.out)).to_string(index=False))
         return
     if not args.preset:
         parser.error(f"--preset is required (one of {', '.join(sorted(PRESETS))}) unless --sweep is given")

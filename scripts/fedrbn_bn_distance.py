@@ -24,6 +24,7 @@ from typing import Any, Mapping
 import torch
 
 from fedbn_bench.engine.checkpoint import load_checkpoint
+from fedbn_bench.engine.store_packing import unpack_store
 from fedbn_bench.errors import ConfigError
 
 EPS = 1e-5
@@ -47,6 +48,7 @@ def layer_distance(local: Mapping[str, torch.Tensor], layer: str) -> tuple[float
 def distances(store: Mapping[str, Any], run: str = "") -> list[dict[str, Any]]:
     """One row per role and layer of a checkpoint's client store (``ClientStore.state_dict``)."""
     by_role: dict[str, list[Mapping[str, torch.Tensor]]] = {}
+    store = unpack_store(store)
     for record, local in zip(store["records"], store["client_local"]):
         by_role.setdefault(record["role"], []).append(local)
     rows = []

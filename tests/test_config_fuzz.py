@@ -107,6 +107,7 @@ LEGAL = {
     ("byzantine.gaussian_sigma", "zero"): "σ = 0 sends the constant μ",
     ("byzantine.gaussian_sigma", "huge"): "a large σ is the usual Gaussian attack's regime",
     ("logger.*", "*"): "W&B names and tags are free text (project, entity, group, tags)",
+    ("evaluation.clients", "huge"): "at most that many clients an evaluation: every client when the federation has fewer",
 }
 """``(key pattern, value label) -> why the value is legal``; a pattern with ``:`` is matched against
 ``<group>=<option>:<key>`` (a key that the option does not read)."""

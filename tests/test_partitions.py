@@ -657,4 +657,4 @@ def test_dirichlet_bad_scheme_names_the_key():
 
 def test_dirichlet_scheme_composes_from_the_command_line():
     p = compose_config(["partition=dirichlet", "partition.scheme=per_client", "alpha=0.3"]).partition
-    assert partition_params(p) == {"alpha": 0.3, "min_size": 10, "scheme": "per_client"}
+    assert partition_params(p) == {"alpha": 0.3, "min_size": "auto", "scheme": "per_client"}

@@ -18,6 +18,7 @@ import torch
 from conftest import ROOT, compose_config
 from fedbn_bench.engine import checkpoint as ckpt
 from fedbn_bench.engine.round import RoundRunner
+from fedbn_bench.engine.store_packing import unpack_store
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.records.loggers import drop_earlier_segments
 from fedbn_bench.runner import run_experiment
@@ -79,7 +80,7 @@ def test_checkpoint_holds_the_whole_run_state_and_loads_weights_only(tmp_path):
     state = torch.load(tmp_path / ckpt.FILENAME, weights_only=True)
     assert state["rounds_completed"] == 3  # the last round is always checkpointed
     assert len(state["history"]) == 3 and state["history"][-1]["round"] == 3
-    store = state["store"]
+    store = unpack_store(state["store"])
     assert len(store["client_local"]) == 5 and all(store["client_local"])  # FedBN's local BN
     assert any("momentum" in s for s in store["client_algo_state"])  # carried momentum
     assert len(store["records"]) == 5 and all(len(r["indices"]) for r in store["records"])

@@ -41,7 +41,7 @@ from fedbn_bench.errors import ConfigError, UserError
 from fedbn_bench.metrics import build_metric
 from fedbn_bench.models import build_model
 from fedbn_bench.norms import NormMethod, build_norm
-from fedbn_bench.partition import make_partition, partition_params, partition_table
+from fedbn_bench.partition import follow_partition, make_partition, partition_params, partition_table
 from fedbn_bench.records.atomic import atomic_write_text
 from fedbn_bench.records.loggers import make_logger, wandb_login_missing
 from fedbn_bench.records.run_dirs import STAGED, record_unfinished, start_over
@@ -150,9 +150,22 @@ def build_federation(cfg: DictConfig, device: torch.device) -> tuple[Federation,
     records = [ClientRecord(indices=c.to(device), test_indices=None if t is None else t.to(device),
                             val_indices=None if v is None else v.to(device), domain=d, role=r, strata=strata)
                for c, t, v, d, r in zip(clients, client_test, val, domains, roles)]
+    follow = None
+    if cfg.evaluation.client_test == "partition" and all(t is None for t in client_test) and not algo.pools_clients:
+        follow = [t.to(device) for t in follow_partition(data.train.y, parts, data.test.y, data.num_classes,
+                                                        torch.Generator().manual_seed(cfg.seed))]
     fed = Federation(data=data, clients=records, model=model.to(device), norm=norm, algo=algo,
-                     domain_test={k: v.to(device) for k, v in domain_test.items()}, adversarial=adversarial)
+                     domain_test={k: v.to(device) for k, v in domain_test.items()}, adversarial=adversarial,
+                     client_test_split=follow)
     return fed, table
+
+
+def evaluation_settings(cfg: DictConfig, fed: Federation) -> dict[str, Any]:
+    """``RunSettings``' evaluation fields from ``evaluation``: how many clients an evaluation
+    tests (``None``: all) and whether their models run together (``batched``)."""
+    e = cfg.evaluation
+    clients = None if e.clients == "all" or e.clients >= fed.num_clients else int(e.clients)
+    return {"eval_clients": clients, "eval_batched": bool(e.batched)}
 
 
 def build_simulation(cfg: DictConfig, run_dir: str | Path, device: torch.device, config: dict[str, Any]) -> Simulation:
@@ -190,6 +203,8 @@ def build_simulation(cfg: DictConfig, run_dir: str | Path, device: torch.device,
         cuda_graphs=cfg.engine.cuda_graphs,
         count_macs=cfg.count_macs,
         labels=byzantine_labels(cfg.byzantine),
+        small_clients=cfg.small_clients,
+        **evaluation_settings(cfg, fed),
     )
     swept = [tag for tag in cfg.logger.tags if "=" in tag]  # a sweep's values (records/sweep_labels.py)
     name = " ".join([f"{cfg.norm.name}-{cfg.algo.name}-{cfg.partition.name}-s{cfg.seed}", ",".join(swept)]).strip()

@@ -63,6 +63,16 @@ class LoggerConfig:
 
 
 @dataclass
+class EvaluationConfig:
+    """``evaluation``: how a run that tests each client's own model picks the clients (``clients``:
+    a number, or ``all``), their test data (``client_test``) and whether they run together (``batched``)."""
+
+    clients: Any = 100
+    client_test: str = "partition"
+    batched: bool = False
+
+
+@dataclass
 class Config:
     dataset: DatasetConfig = MISSING
     partition: Any = MISSING
@@ -82,7 +92,7 @@ class Config:
     num_clients: int = 10
     clients_per_round: int = 10
     batch_size: int = 32
-    small_clients: str = "refuse"
+    small_clients: str = "cycle"
     lr: float = 0.05
     alpha: float = 0.5
     gamma: float = 0.5
@@ -92,6 +102,7 @@ class Config:
     eval_statistics: str = "auto"
     val_fraction: float = 0.0
     client_test: str = "domain"
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     count_macs: bool = False
     device: str = "auto"
     progress: bool = True

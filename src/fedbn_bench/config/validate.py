@@ -23,7 +23,7 @@ DEVICES = ("auto", "cpu", "cuda")
 ENGINES = ("auto", "loop", "vmap", "packed")
 LOGGERS = ("wandb", "none")
 LOGGER_MODES = ("offline", "online", "disabled")
-SMALL_CLIENTS = ("refuse", "skip")
+SMALL_CLIENTS = ("refuse", "skip", "cycle")
 CLIENT_TEST = ("domain", "shard")
 MAX_REPLICAS = 100
 """More seeds than this are a sweep (``-m seed=...``), not one stacked run with a directory per seed."""
@@ -76,6 +76,7 @@ def validate_config(cfg: Any) -> None:
              f"eval_statistics='{cfg.eval_statistics}' is unknown; allowed: {', '.join(EVAL_STATISTICS)}")
     _require(cfg.client_test in CLIENT_TEST,
              f"client_test='{cfg.client_test}' is unknown; allowed: {', '.join(CLIENT_TEST)}")
+    validate_evaluation(cfg.evaluation)
     for i, transform in enumerate(cfg.transforms):
         _require(OmegaConf.is_dict(transform) and "name" in transform,
                  f"transforms[{i}]={transform!r} is invalid: each entry is a mapping {{name: <transform>, ...}}")
@@ -135,15 +136,40 @@ def validate_config(cfg: Any) -> None:
         raise ConfigError(str(err)) from None
 
 
+EVAL_CLIENT_TEST = ("partition", "whole")
+
+
+def validate_evaluation(e: Any) -> None:
+    """``evaluation``: ``clients`` a positive number or ``all``, ``client_test`` known."""
+    _require(e.clients == "all" or (isinstance(e.clients, int) and not isinstance(e.clients, bool) and e.clients >= 1),
+             f"evaluation.clients={e.clients} is invalid: the clients an evaluation tests, a number >= 1 or `all`")
+    _require(e.client_test in EVAL_CLIENT_TEST, f"evaluation.client_test='{e.client_test}' is unknown; allowed: "
+             f"{', '.join(EVAL_CLIENT_TEST)}")
+
+
 def validate_client_sizes(sizes: list[int], batch_size: int, needs_two: bool, small_clients: str = "refuse") -> None:
     """Clients smaller than one batch (local batches drop the last partial one, so they cannot train).
 
     ``small_clients="refuse"``: every client must hold a full batch.  ``"skip"`` (HBN's code,
     ``FedAvg_main.py`` and its siblings: a sampled client with fewer than B samples neither trains
     nor uploads, ``engine.sampling.participating``): at least one client must hold a batch, and a
-    warning says how many never train.  BN also needs batches of two or more.
+    warning says how many never train.  ``"cycle"`` (the default; cross-device federations of a
+    few samples a client): such a client trains one batch an epoch of its samples repeated
+    (``engine.sampling.draw_batches``); only an empty client is refused.  BN also needs batches
+    of two or more.
     """
     small = [i for i, size in enumerate(sizes) if size < batch_size]
+    if small_clients == "cycle":
+        _require(batch_size <= sum(sizes), f"batch_size={batch_size} is larger than the clients' {sum(sizes)} "
+                 "training samples together; lower `batch_size`")
+        empty = [i for i, size in enumerate(sizes) if size == 0]
+        _require(not empty, f"small_clients=cycle but client {empty[0] if empty else 0} holds no samples "
+                 f"({len(empty)} of {len(sizes)} clients are empty); lower `num_clients` or set `partition.min_size`")
+        if small:
+            log.warning("small_clients=cycle: %d of %d clients hold fewer than batch_size=%d samples; each of their "
+                        "steps is one batch of their samples repeated", len(small), len(sizes), batch_size)
+        _require(not needs_two or batch_size >= 2, "batch_size=1 is invalid with batch statistics: `batch_size` must be >= 2")
+        return
     if small_clients == "refuse" and small:
         client = min(range(len(sizes)), key=sizes.__getitem__)
         raise ConfigError(

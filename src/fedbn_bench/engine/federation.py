@@ -51,6 +51,10 @@ class Federation:
     algo: Algorithm
     domain_test: dict[str, torch.Tensor] = field(default_factory=dict)
     adversarial: Optional[AdversarialTraining] = None
+    client_test_split: Optional[list[torch.Tensor]] = None
+    """Each client's split of the test set that follows its training partition
+    (``partition.follow_partition``), tested by a personalized evaluation where the partition
+    gives the clients no test split (``evaluation.client_test=partition``); ``None``: none."""
 
     @property
     def num_clients(self) -> int:

@@ -49,12 +49,13 @@ class RoundRunner:
         """The rule for statistics (a Byzantine defense may apply to them only, FBN §5)."""
         self.batch_size = fed.algo.batch_size(settings.batch_size, settings.clients_per_round)
         self.samples_seen = 0
+        self.cycles = settings.small_clients == "cycle"
 
     def sample(self, round_idx: int) -> list[int]:
         """The round's participants: the sampled clients holding a full batch (all of them unless
         ``small_clients=skip``)."""
         sampled = sample_clients(len(self.store), self.s.clients_per_round, generator(self.s.seed, round_idx))
-        return participating(sampled, self.store.sizes, self.batch_size)
+        return participating(sampled, self.store.sizes, 1 if self.cycles else self.batch_size)
 
     def jobs(self, clients: list[int], broadcast: bool = True) -> list[ClientJob]:
         """The clients' jobs, starting from the algorithm's broadcast (``broadcast=False``: from
@@ -64,9 +65,14 @@ class RoundRunner:
                           local=store.client_local[c],
                           algo_state=store.client_algo_state[c], data=self.fed.data.train,
                           indices=store.records[c].indices, seed=self.s.seed,
-                          steps=algo.num_steps(store.records[c].size, self.batch_size),
+                          steps=algo.num_steps(self.train_size(c), self.batch_size),
                           strata=store.records[c].strata, role=store.records[c].role)
                 for c in clients]
+
+    def train_size(self, client: int) -> int:
+        """The size ``client``'s local epochs count (one batch at least under ``small_clients=cycle``)."""
+        size = self.store.records[client].size
+        return max(size, self.batch_size) if self.cycles else size
 
     def weights(self, clients: list[int]) -> torch.Tensor:
         """Aggregation weights of ``clients``: the algorithm's, as the norm method adjusts them."""

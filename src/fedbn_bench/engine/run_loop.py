@@ -133,7 +133,8 @@ class RunLoop:
         state = None
         if reestimate:
             state = {**self.store.global_state, **self.rounds.fresh_statistics(round_number - 1)}
-        row = {"round": round_number, **self.s.labels, **self.evaluator.evaluate(state)}
+        row = {"round": round_number, **self.s.labels, **self.evaluator.evaluate(state, round_number=round_number)}
+        self.recorder.append_client_metrics(round_number, self.evaluator.client_rows)
         if self.evaluator.defers_robust_test:
             self.keep_if_best_selection(row, state)
         row["train_loss"] = torch.stack(self.pending_losses).mean().item() if self.pending_losses else math.nan
@@ -172,7 +173,7 @@ class RunLoop:
         current = store.global_state, store.client_local
         store.global_state, store.client_local = best["global_state"], best["client_local"]
         try:
-            row = self.evaluator.evaluate(robust_test=True)
+            row = self.evaluator.evaluate(robust_test=True, round_number=self.rounds_completed)
         finally:
             store.global_state, store.client_local = current
         return {f"{column}_at_best_val": row[column] for column in self.evaluator.robust_attacks}
@@ -191,6 +192,8 @@ class RunLoop:
             "samples_per_s": self.rounds.samples_seen / self.train_seconds if self.train_seconds else 0.0,
             **({"threads": self.s.threads} if self.s.threads else {}),
             **({"cuda_visible_devices": os.environ["CUDA_VISIBLE_DEVICES"]} if "CUDA_VISIBLE_DEVICES" in os.environ else {}),
+            "evaluation": self.evaluator.describe(),
+            "client_state_mb": self.store.client_state_bytes() / 2**20,
             **self.engine,
             **(self.graphs.summary() if self.graphs is not None else {}),
             **machine_record(next(self.fed.model.parameters()).device),
@@ -259,6 +262,7 @@ class RunLoop:
         if "cuda" in state["rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
         self.recorder.metrics_path.unlink(missing_ok=True)
+        self.recorder.keep_client_metrics(self.rounds_completed)
         for row in state["history"]:
             self.recorder.append_metrics(row)
             self.history.append(row)

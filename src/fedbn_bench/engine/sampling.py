@@ -19,6 +19,8 @@ DROPOUT_STREAM = 2
 """Extra key of the global torch seed set before a client's (or a vmapped round's) training."""
 STATISTICS_STREAM = 3
 """Extra key of the samples a client's pre-training statistics pass reads (HBN §5)."""
+EVALUATION_STREAM = 4
+"""Extra key of the clients an evaluation tests: ``(seed, round, EVALUATION_STREAM)``."""
 
 
 def derive_seed(*keys: int) -> int:
@@ -43,6 +45,15 @@ def sample_clients(num_clients: int, per_round: int, gen: torch.Generator) -> li
     return sorted(torch.randperm(num_clients, generator=gen, device=gen.device)[:per_round].tolist())
 
 
+def evaluated_clients(num_clients: int, per_evaluation: int | None, seed: int, round_number: int) -> list[int] | None:
+    """The clients an evaluation after ``round_number`` rounds tests: ``per_evaluation`` drawn from
+    ``(seed, round_number, EVALUATION_STREAM)`` (Flower's ``fraction_evaluate``), the same in a
+    resumed run; ``None`` (all) when ``per_evaluation`` is ``None`` or at least ``num_clients``."""
+    if per_evaluation is None or per_evaluation >= num_clients:
+        return None
+    return sample_clients(num_clients, per_evaluation, generator(seed, round_number, EVALUATION_STREAM))
+
+
 def participating(clients: Sequence[int], sizes: torch.Tensor, batch_size: int) -> list[int]:
     """The sampled ``clients`` that take part in the round: those holding at least one full batch.
 
@@ -61,8 +72,16 @@ def draw_batches(indices: torch.Tensor, batch_size: int, steps: int, gen: torch.
 
     Each epoch is a fresh permutation of the client's indices with its last partial batch dropped,
     so every step sees a full batch; epochs follow one another until ``steps`` batches are drawn.
+    A client smaller than a batch (``small_clients=cycle``) has epochs of one batch: a fresh
+    permutation of its indices repeated to ``batch_size`` (each sample ``batch_size // n`` times
+    or once more).
     """
     n = len(indices)
+    if n < batch_size:
+        reps = -(-batch_size // n)
+        order = torch.stack([torch.randperm(n, generator=gen, device=gen.device).repeat(reps)[:batch_size]
+                             for _ in range(steps)]).to(indices.device)
+        return indices[order]
     per_epoch = n // batch_size
     epochs = -(-steps // per_epoch)
     orders = [torch.randperm(n, generator=gen, device=gen.device)[: per_epoch * batch_size] for _ in range(epochs)]

@@ -26,6 +26,13 @@ class RunSettings:
     """``engine.cuda_graphs`` (``engine/graphs.py``)."""
     count_macs: bool = False
     """Count the MACs of the first round's local training (``summary.json``: ``train_macs_per_round``)."""
+    small_clients: str = "refuse"
+    """``small_clients``: with ``cycle`` a client smaller than a batch trains one batch an epoch."""
+    eval_clients: int | None = None
+    """The clients whose own models an evaluation tests (personalized runs): at most this many,
+    drawn per evaluation (``evaluation.clients``); ``None``: all."""
+    eval_batched: bool = False
+    """Evaluate the tested clients' models together (``metrics/client_batch.py``), not one at a time."""
     labels: dict[str, Any] = field(default_factory=dict)
     """Constant columns of every metrics row and keys of the summary (e.g. the Byzantine attack
     and defense of the run)."""

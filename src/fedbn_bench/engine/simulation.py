@@ -97,7 +97,10 @@ class Simulation:
                                   statistics_aggregator)
         robust = [METRICS.get("robust_accuracy")()] if adversarial else []
         metrics = distinct([*default_metrics(self.personalized), *extra_metrics, *robust])
-        self.evaluator = Evaluator(fed, self.store, metrics, settings.eval_batch_size, settings.seed, batch_size)
+        follows = self.personalized and fed.client_test_split is not None
+        self.evaluator = Evaluator(fed, self.store, metrics, settings.eval_batch_size, settings.seed, batch_size,
+                                   clients=settings.eval_clients, batched=settings.eval_batched and self.personalized,
+                                   client_test=fed.client_test_split if follows else None)
         self.loop = RunLoop(fed, self.store, self.rounds, self.evaluator, settings, recorder, logger, config,
                             choice.record(), self.graph_record)
 

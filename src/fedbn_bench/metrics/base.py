@@ -17,7 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedbn_bench.core.updates import State
 from fedbn_bench.errors import ConfigError
+from fedbn_bench.metrics.client_batch import batched_client_outcomes
 from fedbn_bench.registry import Registry
 
 
@@ -54,6 +56,19 @@ class EvalContext:
     robust_test: bool = True
     """Whether the robust evaluation attacks the test splits (``False``: only the validation
     attacks of the selection score; ``adversarial.robust_test=best_val``)."""
+    clients: list[int] | None = None
+    """The clients whose own models this evaluation tests (``None``: all; a sample per evaluation
+    at scale, ``evaluation.clients``)."""
+    batched: bool = False
+    """Whether the clients' models are evaluated together (``client_batch.py``; needs ``shared``
+    and ``client_own``) rather than one client at a time."""
+    shared: State | None = field(default=None, repr=False)
+    """The state every client's model starts from (the global one), for the batched evaluation."""
+    client_own: Callable[[int], State] | None = field(default=None, repr=False)
+    """A client's own keys (local state), laid over ``shared`` by the batched evaluation."""
+    client_values: dict[str, dict[int, float]] = field(default_factory=dict, repr=False)
+    """Per-client values of this evaluation by metric (``per_client``), written in long form
+    (``client_metrics.csv``: round, client, metric, value)."""
 
     global_test: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
     """Memo of ``global_test_outcomes``."""
@@ -88,6 +103,29 @@ class EvalContext:
             self.client_evaluations[key] = evaluate(self.model, *self.client_data(client, split), self.batch_size)
         return self.client_evaluations[key]
 
+    def evaluate_clients(self, clients: list[int], split: str) -> list[tuple[float, float]]:
+        """``client_evaluation`` of each of ``clients``; with ``batched``, those not yet computed
+        in one vectorized pass (``client_batch.py``)."""
+        missing = [c for c in clients if (c, split) not in self.client_evaluations]
+        if self.batched and missing:
+            results = batched_client_outcomes(self.model, self.shared, self.client_own, missing,
+                                              [self.client_data(c, split) for c in missing], self.batch_size)
+            self.client_evaluations.update({(c, split): r for c, r in zip(missing, results)})
+        return [self.client_evaluation(c, split) for c in clients]
+
+    @property
+    def evaluated_clients(self) -> list[int]:
+        """The clients this evaluation tests (``clients``, all by default)."""
+        return list(range(len(self.client_test))) if self.clients is None else self.clients
+
+    def domains_of(self, clients: list[int]) -> list[str | None]:
+        """The domain of each of ``clients`` (empty when the clients have none)."""
+        return [self.client_domain[c] for c in clients] if self.client_domain else []
+
+    def per_client(self, metric: str, values: dict[int, float]) -> None:
+        """Record ``metric``'s value per client (``client_values``)."""
+        self.client_values.setdefault(metric, {}).update(values)
+
     def pooled_train(self) -> torch.Tensor:
         """The union of the clients' training indices, client after client (FixBN §3.4's
         ``D = ∪_m D_m``)."""
@@ -100,7 +138,10 @@ class EvalContext:
 
 
 class Metric:
-    """Base class: ``__call__`` returns ``{column: value}``."""
+    """Base class: ``__call__`` returns ``{column: value}``; ``tests_clients``: it tests the
+    clients' own models (``EvalContext.evaluated_clients``)."""
+
+    tests_clients: bool = False
 
     def __call__(self, ctx: EvalContext) -> dict[str, float]:
         raise NotImplementedError

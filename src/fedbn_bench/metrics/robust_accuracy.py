@@ -4,8 +4,9 @@ Each user is tested with its own model (global weights plus its own local keys) 
 split (the whole test set without one), under the statistics branch the evaluator selected
 (FedRBN Table 1: BN_a, propagated for ST users). Columns, for the first attack: ``robust_acc``
 (the unweighted mean over domains of the per-domain means, FedRBN's "averaged over users" with
-equally many users per domain), ``robust_acc_<domain>``, ``robust_client_acc_<i>``; for the others
-``<label>_acc``. ``clean_acc`` is the same users' clean accuracy averaged the same way (SA; equal
+equally many users per domain), ``robust_acc_<domain>``, and per user ``robust_client_acc`` in long
+form (``client_metrics.csv``); for the others ``<label>_acc``. The users tested are
+``EvalContext.evaluated_clients`` (all of them, or a sample per evaluation at scale). ``clean_acc`` is the same users' clean accuracy averaged the same way (SA; equal
 to ``test_acc`` when the run evaluates per user). With a validation split, FedRBN's
 model-selection score ``val_select``: each user's validation RA if it trains adversarially, else
 its validation SA, averaged over users (FedRBN App. C.1; the code's ``val_acc`` of AT users uses
@@ -44,13 +45,17 @@ def robust_accuracy(model: nn.Module, attack, x: torch.Tensor, y: torch.Tensor, 
 
 @METRICS.register("robust_accuracy")
 class RobustAccuracy(Metric):
+    tests_clients = True
+
     def __call__(self, ctx: EvalContext) -> dict[str, float]:
         if not ctx.robust_attacks:
             return {}
         columns = list(ctx.robust_attacks)
         robust: dict[str, list[float]] = {column: [] for column in columns}
         clean, select, val_robust = [], [], []
-        for client in range(len(ctx.client_test)):
+        clients = ctx.evaluated_clients
+        domains = ctx.domains_of(clients)
+        for client in clients:
             clean.append(ctx.client_evaluation(client, "test")[0])
             ctx.load_client(client)
             if ctx.robust_test:
@@ -64,12 +69,12 @@ class RobustAccuracy(Metric):
                     select.append(val_robust[-1])
                 else:
                     select.append(ctx.client_evaluation(client, "val")[0])
-        row = {"clean_acc": mean_over_domains(clean, ctx.client_domain)[0]}
+        row = {"clean_acc": mean_over_domains(clean, domains)[0]}
         if ctx.robust_test:
-            main, per_domain = mean_over_domains(robust[columns[0]], ctx.client_domain)
+            main, per_domain = mean_over_domains(robust[columns[0]], domains)
             row.update({"robust_acc": main, **{f"robust_acc_{domain}": acc for domain, acc in per_domain.items()},
-                        **{f"robust_client_acc_{client}": acc for client, acc in enumerate(robust[columns[0]])},
-                        **{column: mean_over_domains(robust[column], ctx.client_domain)[0] for column in columns[1:]}})
+                        **{column: mean_over_domains(robust[column], domains)[0] for column in columns[1:]}})
+            ctx.per_client("robust_client_acc", dict(zip(clients, robust[columns[0]])))
         if select:
             row["val_select"] = sum(select) / len(select)
         if val_robust:

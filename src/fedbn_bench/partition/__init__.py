@@ -41,6 +41,7 @@ __all__ = [
     "partition_params",
     "partition_table",
     "client_domains",
+    "follow_partition",
 ]
 
 # import every partition module so that it registers itself
@@ -48,6 +49,7 @@ for _info in pkgutil.iter_modules(__path__):
     if not _info.name.startswith("_"):
         importlib.import_module(f"{__name__}.{_info.name}")
 
+from ._follow import follow_partition  # noqa: E402
 from .domains import client_domains  # noqa: E402
 
 

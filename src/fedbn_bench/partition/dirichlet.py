@@ -22,6 +22,10 @@ The sizes sum to ``N``, so the last client takes exactly what is left.
 Small ``alpha`` gives each client few classes (about one under ``per_client``); large ``alpha``
 approaches an iid split under both schemes.
 
+``min_size="auto"`` (the default) is 10 where ``num_clients * 10 <= N`` and 1 otherwise (every client
+holds a sample: cross-device federations of a few samples a client, e.g. 10,000 clients of
+Fashion-MNIST's 60,000, where a minimum of 10 cannot hold).
+
 Minimum size (``per_class``): if some client ends up with fewer than ``min_size`` samples the
 whole draw is repeated, at most ``MAX_REDRAWS`` times.  If no draw satisfies the constraint, the
 draw with the smallest total shortfall is repaired deterministically: each under-sized client (in
@@ -35,6 +39,7 @@ samples, so ``min_size`` holds whenever ``num_clients * min_size <= N`` (which i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -50,6 +55,8 @@ from ._registry import (
 )
 
 MAX_REDRAWS = 100
+AUTO_MIN_SIZE = 10
+"""``min_size="auto"``: this minimum where it can hold, else 1."""
 SCHEMES = ("per_class", "per_client")
 
 
@@ -60,7 +67,7 @@ class DirichletConfig:
 
     name: str = "dirichlet"
     alpha: float = 0.5
-    min_size: int = 10
+    min_size: Any = "auto"
     scheme: str = "per_class"
 
 
@@ -164,12 +171,14 @@ def dirichlet(
     *,
     domains=None,
     alpha: float,
-    min_size: int = 10,
+    min_size: int | str = "auto",
     scheme: str = "per_class",
 ) -> list[torch.Tensor]:
     alpha = check_float("alpha", alpha, partition="dirichlet")
     if alpha <= 0:
         raise PartitionError(f"alpha must be > 0 for partition 'dirichlet' (got {alpha})")
+    if min_size == "auto":
+        min_size = AUTO_MIN_SIZE if num_clients * AUTO_MIN_SIZE <= labels.numel() else 1
     min_size = check_int("min_size", min_size, minimum=0, partition="dirichlet")
     if scheme not in SCHEMES:
         raise PartitionError(f"scheme must be one of {', '.join(SCHEMES)} for partition 'dirichlet' (got {scheme!r})")

@@ -1,5 +1,7 @@
 """Reading run records back (the one reader figure and table scripts use): a run directory's
-``.hydra/config.yaml`` (or the ``config`` a checkpoint carries), ``summary.json`` and ``metrics.csv``.
+``.hydra/config.yaml`` (or the ``config`` a checkpoint carries), ``summary.json``, ``metrics.csv``
+and the per-client values (``client_metrics.csv``, long form; older runs kept them as
+``<metric>_<client>`` columns of ``metrics.csv``, read alike by ``client_values``).
 A run without ``summary.json`` is reported with status ``no summary``, never dropped."""
 from __future__ import annotations
 
@@ -21,6 +23,25 @@ class RunRecord:
     summary: dict[str, Any] = field(default_factory=dict)
     rows: list[dict[str, float]] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
+    client_rows: list[tuple[int, int, str, float]] = field(default_factory=list)
+    """``client_metrics.csv``: (round, client, metric, value) per row."""
+
+    def client_values(self, metric: str) -> dict[int, dict[int, float]]:
+        """``{round: {client: value}}`` of the per-client ``metric`` (e.g. ``client_acc``), from
+        ``client_metrics.csv`` or, in a run recorded before it, the ``<metric>_<client>`` columns."""
+        out: dict[int, dict[int, float]] = {}
+        for round_number, client, name, value in self.client_rows:
+            if name == metric:
+                out.setdefault(round_number, {})[client] = value
+        if out:
+            return out
+        prefix = f"{metric}_"
+        for row in self.rows:
+            wide = {int(k[len(prefix):]): v for k, v in row.items()
+                    if k.startswith(prefix) and k[len(prefix):].isdigit() and v is not None}
+            if wide:
+                out[int(row["round"])] = wide
+        return out
 
     @property
     def status(self) -> str:
@@ -86,6 +107,11 @@ def read_run(path: str | Path) -> RunRecord:
     if metrics.exists():
         with metrics.open() as f:
             record.rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    clients = path / "client_metrics.csv"
+    if clients.exists():
+        with clients.open() as f:
+            record.client_rows = [(int(r["round"]), int(r["client"]), r["metric"], float(r["value"]))
+                                  for r in csv.DictReader(f)]
     return record
 
 

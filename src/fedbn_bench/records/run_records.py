@@ -1,4 +1,5 @@
-"""The run-output contract: ``metrics.csv``, ``summary.json`` and ``partition.csv`` in the run dir.
+"""The run-output contract: ``metrics.csv``, ``client_metrics.csv``, ``summary.json`` and
+``partition.csv`` in the run dir.
 
 Figure and table scripts read only these files. Each is written atomically (``atomic.py``):
 ``metrics.csv`` is rewritten with every evaluation's row, so a run that diverges, is interrupted,
@@ -18,6 +19,8 @@ import pandas as pd
 from fedbn_bench.records.atomic import atomic_write_text
 
 METRIC_COLUMNS = ("round", "test_acc", "test_loss", "train_loss", "lr", "wall_s")
+CLIENT_COLUMNS = ("round", "client", "metric", "value")
+"""``client_metrics.csv``: the per-client values of every evaluation in long form, one row each."""
 STATUSES = ("running", "completed", "diverged", "interrupted", "failed")
 
 
@@ -29,8 +32,10 @@ class RunRecorder:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.run_dir / "metrics.csv"
         self.summary_path = self.run_dir / "summary.json"
+        self.client_metrics_path = self.run_dir / "client_metrics.csv"
         self._columns: list[str] | None = None
         self._rows: list[list[Any]] = []
+        self._client_rows: list[list[Any]] = []
 
     def write_partition(self, table: pd.DataFrame) -> None:
         atomic_write_text(self.run_dir / "partition.csv", table.to_csv())
@@ -44,6 +49,32 @@ class RunRecorder:
         text = io.StringIO()
         csv.writer(text).writerows([self._columns, *self._rows])
         atomic_write_text(self.metrics_path, text.getvalue())
+
+    def append_client_metrics(self, round_number: int, values: dict[str, dict[int, float]]) -> None:
+        """Add one evaluation's per-client values (``{metric: {client: value}}``) to
+        ``client_metrics.csv`` (rewritten atomically; not written while no evaluation has any)."""
+        rows = [[round_number, client, metric, _format(value)]
+                for metric, per_client in values.items() for client, value in per_client.items()]
+        if not rows:
+            return
+        self._client_rows.extend(rows)
+        self._write_client_metrics()
+
+    def keep_client_metrics(self, rounds: int) -> None:
+        """Keep the per-client rows of the first ``rounds`` rounds (a resumed run records the later
+        ones again)."""
+        if not self.client_metrics_path.exists():
+            return
+        with self.client_metrics_path.open() as f:
+            self._client_rows = [row for row in list(csv.reader(f))[1:] if int(row[0]) <= rounds]
+        self.client_metrics_path.unlink()
+        if self._client_rows:
+            self._write_client_metrics()
+
+    def _write_client_metrics(self) -> None:
+        text = io.StringIO()
+        csv.writer(text).writerows([CLIENT_COLUMNS, *self._client_rows])
+        atomic_write_text(self.client_metrics_path, text.getvalue())
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         if summary.get("status") not in STATUSES:

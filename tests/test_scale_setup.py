@@ -1,0 +1,94 @@
+"""Setup at cross-device scale (issue 58): the default partition and small-client policy let
+10,000 clients share Fashion-MNIST's 60,000 samples (6 a client), and setup stays O(N)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import compose_config
+from fedbn_bench.config.validate import validate_client_sizes
+from fedbn_bench.engine.sampling import draw_batches, generator
+from fedbn_bench.errors import ConfigError
+from fedbn_bench.partition import PartitionError, make_partition
+
+
+def test_min_size_auto_is_ten_where_it_can_hold_and_one_where_it_cannot():
+    labels = torch.arange(60_000) % 10
+    parts = make_partition("dirichlet", labels, 10_000, 0, alpha=0.3, min_size="auto")
+    sizes = torch.tensor([len(p) for p in parts])
+    assert sizes.min() >= 1 and sizes.sum() == 60_000 and sizes.max() > 6  # skewed, not repaired flat
+    small = make_partition("dirichlet", labels[:1000], 20, 0, alpha=0.3, min_size="auto")
+    ten = make_partition("dirichlet", labels[:1000], 20, 0, alpha=0.3, min_size=10)
+    assert all(torch.equal(a, b) for a, b in zip(small, ten, strict=True))
+    with pytest.raises(PartitionError, match="min_size"):
+        make_partition("dirichlet", labels, 10_000, 0, alpha=0.3, min_size=10)  # an explicit value stays checked
+
+
+def test_the_default_config_scales_to_ten_thousand_clients():
+    cfg = compose_config(["num_clients=10000", "clients_per_round=10"])
+    assert cfg.partition.min_size == "auto" and cfg.small_clients == "cycle"
+
+
+def test_cycle_gives_a_small_client_one_batch_of_its_samples_repeated():
+    idx = torch.tensor([10, 11, 12, 13, 14, 15])
+    batches = draw_batches(idx, 16, 3, generator(0, 1, 2))
+    assert batches.shape == (3, 16)
+    for row in batches:
+        counts = torch.bincount(row - 10, minlength=6)
+        assert set(counts.tolist()) <= {2, 3} and counts.sum() == 16  # each sample 16 // 6 or one more time
+    full = torch.arange(40)
+    assert torch.equal(draw_batches(full, 16, 3, generator(0, 1, 2)), draw_batches(full, 16, 3, generator(0, 1, 2)))
+
+
+def test_cycle_refuses_only_empty_clients_in_one_line():
+    validate_client_sizes([6, 1, 30], 16, needs_two=True, small_clients="cycle")
+    with pytest.raises(ConfigError, match="client 1 holds no samples"):
+        validate_client_sizes([6, 0, 30], 16, needs_two=True, small_clients="cycle")
+    with pytest.raises(ConfigError, match="batch_size=100 is larger than the clients' 36 training samples"):
+        validate_client_sizes([6, 30], 100, needs_two=True, small_clients="cycle")
+
+
+def test_a_store_of_ten_thousand_clients_checkpoints_as_a_few_tensors():
+    """FedBN's local keys and the records of 10,000 clients: the checkpoint holds one stack per
+    key and one tensor per index field (not one per client), and loads back to equal state."""
+    from fedbn_bench.engine.checkpoint import content_digest
+    from fedbn_bench.engine.clients import ClientStore
+    from fedbn_bench.engine.federation import ClientRecord
+
+    n = 10_000
+    global_state = {"w": torch.randn(8, 4), "bn.running_mean": torch.zeros(8), "bn.num_batches_tracked": torch.tensor(0)}
+    order = torch.randperm(6 * n)
+    records = [ClientRecord(order[6 * c: 6 * c + 6], test_indices=torch.tensor([c])) for c in range(n)]
+    store = ClientStore(global_state, ["bn.running_mean", "bn.num_batches_tracked"], records)
+    store.keep(3, {"bn.running_mean": torch.ones(8), "bn.num_batches_tracked": torch.tensor(5)}, {})
+    state = store.state_dict()
+    tensors = []
+    tree = [state["client_local"], state["records"]]
+    while tree:
+        item = tree.pop()
+        if isinstance(item, torch.Tensor):
+            tensors.append(item)
+        elif isinstance(item, dict):
+            tree.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            tree.extend(item)
+    assert len(tensors) <= 8
+    content_digest(state)
+    again = ClientStore(global_state, ["bn.running_mean", "bn.num_batches_tracked"], records[:1])
+    again.load_state_dict(state)
+    assert len(again.records) == n and torch.equal(again.records[17].indices, records[17].indices)
+    assert torch.equal(again.records[17].test_indices, torch.tensor([17]))
+    assert torch.equal(again.client_local[3]["bn.running_mean"], torch.ones(8))
+    assert int(again.client_local[3]["bn.num_batches_tracked"]) == 5
+    assert torch.equal(again.client_local[4]["bn.running_mean"], torch.zeros(8))
+
+
+def test_the_clients_state_is_measured_once_per_storage_nested_algorithm_state_included():
+    from fedbn_bench.engine.clients import ClientStore
+    from fedbn_bench.engine.federation import ClientRecord
+
+    records = [ClientRecord(torch.arange(4)) for _ in range(3)]
+    store = ClientStore({"bn.running_mean": torch.zeros(8), "w": torch.zeros(5)}, ["bn.running_mean"], records)
+    assert store.client_state_bytes() == 3 * 8 * 4  # one stack of the three clients' rows
+    store.keep(1, store.client_local[1], {"control": {"w": torch.zeros(5, dtype=torch.float64)}})
+    assert store.client_state_bytes() == 3 * 8 * 4 + 5 * 8
