@@ -53,7 +53,7 @@ class RunRecorder:
     def append_client_metrics(self, round_number: int, values: dict[str, dict[int, float]]) -> None:
         """Add one evaluation's per-client values (``{metric: {client: value}}``) to
         ``client_metrics.csv`` (rewritten atomically; not written while no evaluation has any)."""
-        rows = [[round_number, client, metric, _format(value)]
+        rows = [[round_number, client, metric, format_value(value)]
                 for metric, per_client in values.items() for client, value in per_client.items()]
         if not rows:
             return
