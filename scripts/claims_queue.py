@@ -113,6 +113,44 @@ class ReplayCell:
                 "--repo", str(REPO), "--out", "."]
 
 
+@dataclass(frozen=True)
+class RerunCell:
+    """A committed run whose replay drifted (``results/replay/``), re-run in full at this code with its own command-line
+    overrides into its own directory; ``--harvest --replace`` puts it over the stale one."""
+
+    run_dir: str
+    seconds: float
+    overrides: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return "rerun__" + self.run_dir.replace("/", "__")
+
+    def finished(self, root: Path) -> bool:
+        return run_status(root, self) in FINISHED and made_by(root / self.run_dir) is not None
+
+    def command(self, runner: list[str]) -> list[str]:
+        parent, name = self.run_dir.rsplit("/", 1)
+        return [*runner, "-m", *self.overrides, f"hydra.sweep.dir={parent}", f"hydra.sweep.subdir={name}", *FIXED]
+
+
+def drifted_cells() -> list[RerunCell]:
+    """A full re-run of every committed run whose present record's replay drifted, cheapest first."""
+    from fedbn_bench.records.reader import read_run
+    from fedbn_bench.records.replay import DRIFTED, load_replays
+
+    fixed = {o.partition("=")[0] for o in FIXED}
+    cells = []
+    for run, found in load_replays(REPO).items():
+        record = read_run(REPO / run)
+        if found.status != DRIFTED or found.run_code != record.summary.get("code_commit"):
+            continue
+        kept = tuple(o for o in record.overrides if o.partition("=")[0].lstrip("+~") not in fixed
+                     and not o.startswith("hydra."))
+        cells.append(RerunCell(run, float(record.summary.get("wall_time_s") or 0.0), kept))
+    return sorted(cells, key=lambda c: c.seconds)
+
+
 def replay_cells(evals: int = 1) -> list[ReplayCell]:
     """A replay of every committed run a current claim reads, cheapest first (its first ``evals`` evaluations'
     share of the run's recorded wall time)."""
@@ -131,6 +169,8 @@ def replay_cells(evals: int = 1) -> list[ReplayCell]:
     return sorted(cells, key=lambda c: c.seconds)
 
 
+DRIFTED_MARK = "@drifted"
+"""A queue file's line that places the full re-runs of the committed runs whose replay drifted (:func:`drifted_cells`)."""
 REPLAY_MARK = "@replay"
 """A queue file's line that places the replays (``--replay``) among its deciders: ``@replay [FROM [TO]]``, those
 whose estimated CPU-seconds lie in ``[FROM, TO)`` (default: all)."""
@@ -144,12 +184,16 @@ class ReplaySpan:
     stop: float = float("inf")
 
 
-def read_queue(path: Path) -> list[Union[Decider, ReplaySpan]]:
+def read_queue(path: Path) -> list[Union[Decider, ReplaySpan, str]]:
     """The deciders of the queue file ``path``, in order (``#`` starts a comment), with a :class:`ReplaySpan` where
-    the file places replays (:data:`REPLAY_MARK`)."""
-    deciders: list[Union[Decider, ReplaySpan]] = []
+    the file places replays (:data:`REPLAY_MARK`) and :data:`DRIFTED_MARK` where it places the re-runs of drifted
+    runs."""
+    deciders: list[Union[Decider, ReplaySpan, str]] = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         fields = line.split("#", 1)[0].split()
+        if fields == [DRIFTED_MARK]:
+            deciders.append(DRIFTED_MARK)
+            continue
         if fields[:1] == [REPLAY_MARK]:
             deciders.append(ReplaySpan(*map(float, fields[1:3])))
             continue
@@ -239,7 +283,7 @@ def holder(path: Path) -> Optional[dict]:
     return None
 
 
-AnyCell = Union[Cell, ReplayCell]
+AnyCell = Union[Cell, ReplayCell, RerunCell]
 
 
 @dataclass
@@ -253,7 +297,7 @@ class Row:
 def survey(root: Path, cells: list[AnyCell]) -> list[Row]:
     rows = []
     for cell in cells:
-        status = run_status(root, cell) if isinstance(cell, Cell) else None
+        status = None if isinstance(cell, ReplayCell) else run_status(root, cell)
         held = holder(lock_path(root, cell))
         if cell.finished(root):
             rows.append(Row(cell, "done"))
@@ -308,8 +352,10 @@ def signal_running(root: Path, cells: list[AnyCell], signum: int) -> int:
 def plan(root: Path, cells: list[AnyCell], longest_first: bool = False) -> list[str]:
     """One tab-separated line per cell neither finished nor running under ``root``: its run directory, its
     estimated CPU-seconds (whole), then its command's arguments (``Cell.command`` without the runner, ``FIXED``
-    included). ``longest_first``: the costliest deciders' cells first, queue order among equals."""
-    left = [row.cell for row in survey(root, cells) if row.state in ("queued", "failed")]
+    included). ``longest_first``: the costliest deciders' cells first, queue order among equals. Replays are left
+    out: they replay CPU runs on the CPU queue."""
+    left = [row.cell for row in survey(root, cells)
+            if row.state in ("queued", "failed") and not isinstance(row.cell, ReplayCell)]
     if longest_first:
         left.sort(key=lambda cell: -cell.seconds)
     return ["\t".join([cell.run_dir, f"{cell.seconds:.0f}", *cell.command([])]) for cell in left]
@@ -442,6 +488,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     for entry in entries:
         if isinstance(entry, Decider):
             cells += expand(entry)
+        elif entry == DRIFTED_MARK:
+            cells += drifted_cells()
         else:
             cells += [c for c in replays if entry.start <= c.seconds < entry.stop]
     if args.status:
