@@ -246,9 +246,9 @@ def test_evaluation_reestimates_the_statistics_on_the_rounds_clients(monkeypatch
         original(self, *args, **kwargs)
         evaluate = self.evaluator.evaluate
 
-        def spy(state=None):
+        def spy(state=None, **options):
             evaluated.append((clone_state(self.store.global_state), state and clone_state(state)))
-            return evaluate(state)
+            return evaluate(state, **options)
 
         monkeypatch.setattr(self.evaluator, "evaluate", spy)
 

@@ -10,8 +10,9 @@ from conftest import CONF, ROOT
 from fedbn_bench.figures.catalog import CATALOG
 
 PAPERS = ("fbn", "fedbn", "fedrbn", "fixbn", "hbn")
-SHARED = {"bench", "claims", "CLAIMS.md", "parity"}
-"""Not a paper's result: the speed benchmarks, the claims' verdicts and charts, parity with the authors' code."""
+SHARED = {"bench", "claims", "CLAIMS.md", "parity", "replay", "anchors"}
+"""Not a paper's result: the speed benchmarks, the claims' verdicts and charts, parity with the authors' code, the
+replays of committed runs and the runs CI replays (issue 57)."""
 
 SWEEP_DIRS = {path.relative_to(CONF / "experiment").with_suffix("").as_posix(): sweep_dir
               for path in sorted((CONF / "experiment").glob("*/*.yaml"))

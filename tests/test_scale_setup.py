@@ -24,9 +24,9 @@ def test_min_size_auto_is_ten_where_it_can_hold_and_one_where_it_cannot():
         make_partition("dirichlet", labels, 10_000, 0, alpha=0.3, min_size=10)  # an explicit value stays checked
 
 
-def test_the_default_config_scales_to_ten_thousand_clients():
+def test_the_default_partition_scales_and_small_clients_are_refused_unless_cycle_is_asked():
     cfg = compose_config(["num_clients=10000", "clients_per_round=10"])
-    assert cfg.partition.min_size == "auto" and cfg.small_clients == "cycle"
+    assert cfg.partition.min_size == "auto" and cfg.small_clients == "refuse"
 
 
 def test_cycle_gives_a_small_client_one_batch_of_its_samples_repeated():
