@@ -45,6 +45,7 @@ from typing import Iterator, Optional, Union
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+from fedbn_bench.records.provenance import recorded_code  # noqa: E402
 from fedbn_bench.records.replay import record_path  # noqa: E402
 STATE = ".claims_queue"
 FINISHED = ("completed", "diverged")
@@ -127,7 +128,7 @@ class RerunCell:
         return "rerun__" + self.run_dir.replace("/", "__")
 
     def finished(self, root: Path) -> bool:
-        return run_status(root, self) in FINISHED and made_by(root / self.run_dir) is not None
+        return run_status(root, self) in FINISHED and recorded_code(root / self.run_dir) is not None
 
     def command(self, runner: list[str]) -> list[str]:
         parent, name = self.run_dir.rsplit("/", 1)
@@ -379,18 +380,13 @@ def harvest(root: Path, cells: list[AnyCell], into: Path, replace: bool = False)
         if run_status(root, cell) not in FINISHED:
             continue
         if (target / "summary.json").exists():
-            if not replace or made_by(source) == made_by(target):
+            if not replace or recorded_code(source) == recorded_code(target):
                 continue
             shutil.rmtree(target)
         shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.pt"))
         summary = json.loads((target / "summary.json").read_text())
         copied.append(f"{cell.run_dir}: {summary['status']}, {summary.get('wall_time_s', 0):.0f} s")
     return copied
-
-
-def made_by(run_dir: Path) -> Optional[str]:
-    """The ``code_commit`` a run's summary records (``None``: it predates the record)."""
-    return json.loads((run_dir / "summary.json").read_text()).get("code_commit")
 
 
 def start(root: Path, cell: AnyCell, runner: list[str], fd: int) -> subprocess.Popen:

@@ -9,6 +9,7 @@ package) the record names the package version instead of a commit.
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -58,3 +59,11 @@ def code_record(repo: Path = REPO) -> dict[str, Any]:
     digest = diff_digest(repo)
     return {"code_commit": commit.strip(), "code_dirty": digest is not None,
             **({"code_diff_sha256": digest} if digest else {})}
+
+
+def recorded_code(run_dir: Path) -> Optional[str]:
+    """The ``code_commit`` a run directory's ``summary.json`` records (``None``: none, or no readable summary)."""
+    try:
+        return json.loads((run_dir / "summary.json").read_text()).get("code_commit") or None
+    except (OSError, ValueError):
+        return None

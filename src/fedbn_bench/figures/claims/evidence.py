@@ -8,16 +8,18 @@ re-run in full at the new code (its replay then gives way to the run's own recor
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from fedbn_bench.figures.claims.base import Verdict
+from fedbn_bench.records.provenance import recorded_code
 from fedbn_bench.records.replay import DRIFTED, NOT_COMPARABLE, REPRODUCED, Replay, load_replays
 
 MADE_AT, NOT_REPLAYED = "made at", "not replayed"
+ORDER = (REPRODUCED, MADE_AT, DRIFTED, NOT_COMPARABLE, NOT_REPLAYED)
+"""The evidence statuses, in the page's order."""
 STALE = "evidence stale"
 
 
@@ -61,9 +63,8 @@ class ClaimEvidence:
         if not self.runs:
             return "no runs"
         counts = Counter((r.status, r.commit) for r in self.runs)
-        order = (REPRODUCED, MADE_AT, DRIFTED, NOT_COMPARABLE, NOT_REPLAYED)
         parts = [f"{n} {status}" + (f"{'' if status == MADE_AT else ' at'} {commit}" if commit else "")
-                 for status in order for (s, commit), n in sorted(counts.items(), key=str) if s == status]
+                 for status in ORDER for (s, commit), n in sorted(counts.items(), key=str) if s == status]
         return f"{len(self.runs)} runs: " + ", ".join(parts) + (f" — **{STALE}**" if self.stale else "")
 
 
@@ -77,23 +78,14 @@ def all_runs_read(verdicts: Iterable[Verdict]) -> list[str]:
 
 def recorded_commits(root: Path, runs: Iterable[str]) -> dict[str, str]:
     """Each run's ``code_commit`` as its ``summary.json`` records it (runs that record none are left out)."""
-    out = {}
-    for run in runs:
-        try:
-            commit = json.loads((root / run / "summary.json").read_text()).get("code_commit")
-        except (OSError, ValueError):
-            continue
-        if commit:
-            out[run] = commit
-    return out
+    return {run: commit for run in runs if (commit := recorded_code(root / run))}
 
 
 def evidence_summary(claims: Iterable[ClaimEvidence]) -> str:
     """The page's one line on its evidence: the runs its current claims read, by status."""
     runs = {r.run: r for c in claims for r in c.runs}
     counts = Counter(r.status for r in runs.values())
-    order = (REPRODUCED, MADE_AT, DRIFTED, NOT_COMPARABLE, NOT_REPLAYED)
-    return (f"Of the {len(runs)} runs the current claims read: " + ", ".join(f"{counts[s]} {s}" for s in order)
+    return (f"Of the {len(runs)} runs the current claims read: " + ", ".join(f"{counts[s]} {s}" for s in ORDER)
             + ".")
 
 
