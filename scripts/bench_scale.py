@@ -42,7 +42,7 @@ def measure(method: str, clients: int, rounds: int, local_steps: int) -> dict:
     register_schemas()
     overrides = ["logger=none", "progress=false", "dataset=fashion_mnist", "partition=dirichlet", "alpha=0.3",
                  f"num_clients={clients}", "clients_per_round=10", f"algo.local_steps={local_steps}",
-                 f"rounds={rounds + 1}", "checkpoint_every=0", *METHODS[method]]
+                 f"rounds={rounds + 1}", "checkpoint_every=0", "small_clients=cycle", *METHODS[method]]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     torch.set_num_threads(int(torch.get_num_threads()))
@@ -63,7 +63,7 @@ def measure(method: str, clients: int, rounds: int, local_steps: int) -> dict:
     sim.loop.checkpoint()
     checkpoint = time.perf_counter() - t0
     return {"method": method, "num_clients": clients, "setup_s": setup, "round_s": statistics.median(times[1:]),
-            "eval_s": evaluation, "checkpoint_s": checkpoint, "client_state_mb": sim.store.client_state_bytes() / 2**20,
+            "eval_s": evaluation, "checkpoint_s": checkpoint, **sim.store.memory.describe(),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "evaluation": sim.evaluator.describe(), "threads": torch.get_num_threads()}
 

@@ -162,7 +162,7 @@ def test_participating_drops_exactly_the_clients_without_a_batch():
 
 @pytest.mark.parametrize(
     "overrides, key",
-    [(["small_clients=drop"], "small_clients='drop' is unknown; allowed: refuse, skip"),
+    [(["small_clients=drop"], "small_clients='drop' is unknown; allowed: auto, refuse, skip, cycle"),
      (["partition=dirichlet", "partition.scheme=hsu"], "partition.scheme='hsu' is unknown; allowed: per_class, per_client")],
 )
 def test_new_keys_are_validated(overrides, key):

@@ -2,6 +2,7 @@
 10,000 clients share Fashion-MNIST's 60,000 samples (6 a client), and setup stays O(N)."""
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 
@@ -10,6 +11,9 @@ from fedbn_bench.config.validate import validate_client_sizes
 from fedbn_bench.engine.sampling import draw_batches, generator
 from fedbn_bench.errors import ConfigError
 from fedbn_bench.partition import PartitionError, make_partition
+from fedbn_bench.runner import run_experiment
+
+SMALL = ["model=simple_cnn", "num_clients=5", "clients_per_round=3", "batch_size=32", "eval_every=1"]
 
 
 def test_min_size_auto_is_ten_where_it_can_hold_and_one_where_it_cannot():
@@ -24,9 +28,15 @@ def test_min_size_auto_is_ten_where_it_can_hold_and_one_where_it_cannot():
         make_partition("dirichlet", labels, 10_000, 0, alpha=0.3, min_size=10)  # an explicit value stays checked
 
 
-def test_the_default_partition_scales_and_small_clients_are_refused_unless_cycle_is_asked():
+def test_the_default_partition_scales_and_small_clients_cycle_only_past_a_hundred_clients():
+    """small_clients=auto: a cross-device federation (more than 100 clients) cycles its small
+    clients; the papers' settings (100 clients or fewer) refuse them as before."""
+    from fedbn_bench.config.validate import small_clients_policy
+
     cfg = compose_config(["num_clients=10000", "clients_per_round=10"])
-    assert cfg.partition.min_size == "auto" and cfg.small_clients == "refuse"
+    assert cfg.partition.min_size == "auto" and cfg.small_clients == "auto"
+    assert small_clients_policy("auto", 10_000) == "cycle" and small_clients_policy("auto", 101) == "cycle"
+    assert small_clients_policy("auto", 100) == "refuse" and small_clients_policy("skip", 10_000) == "skip"
 
 
 def test_cycle_gives_a_small_client_one_batch_of_its_samples_repeated():
@@ -83,12 +93,40 @@ def test_a_store_of_ten_thousand_clients_checkpoints_as_a_few_tensors():
     assert torch.equal(again.client_local[4]["bn.running_mean"], torch.zeros(8))
 
 
-def test_the_clients_state_is_measured_once_per_storage_nested_algorithm_state_included():
+def test_the_clients_state_is_one_stack_per_leaf_nested_algorithm_state_included():
+    """Every leaf of the clients' states is one (clients, ...) stack, allocated at its first value;
+    a client reads back exactly what it stored and nothing before it stores."""
     from fedbn_bench.engine.clients import ClientStore
     from fedbn_bench.engine.federation import ClientRecord
 
     records = [ClientRecord(torch.arange(4)) for _ in range(3)]
     store = ClientStore({"bn.running_mean": torch.zeros(8), "w": torch.zeros(5)}, ["bn.running_mean"], records)
-    assert store.client_state_bytes() == 3 * 8 * 4  # one stack of the three clients' rows
-    store.keep(1, store.client_local[1], {"control": {"w": torch.zeros(5, dtype=torch.float64)}})
-    assert store.client_state_bytes() == 3 * 8 * 4 + 5 * 8
+    assert store.client_state_bytes() == 3 * 8 * 4
+    control = torch.randn(5, dtype=torch.float64)
+    store.keep(1, store.client_local[1], {"control": {"w": control}})
+    assert store.client_state_bytes() == 3 * 8 * 4 + 3 * 5 * 8
+    assert store.memory.describe() == {"client_state_mb": (3 * 8 * 4 + 3 * 5 * 8) / 2**20}
+    assert torch.equal(store.client_algo_state[1]["control"]["w"], control)
+    assert store.client_algo_state[0] == {} and store.client_algo_state[2] == {}
+    control.add_(1)  # stored by copy: the caller's tensor is not the store's
+    assert not torch.equal(store.client_algo_state[1]["control"]["w"], control)
+
+
+def test_client_state_past_its_memory_limit_is_memory_mapped_and_the_summary_says_so(tmp_path):
+    """engine.client_state_memory_mb=0: every stack a file, and the run's numbers are those of
+    the run held in memory, bit for bit (FedBN's local BN and SCAFFOLD's controls)."""
+    runs = {}
+    for limit in ("none", "0"):
+        runs[limit] = run_experiment(compose_config([*SMALL, "norm=fedbn", "algo=scaffold", "rounds=2",
+                                                     f"engine.client_state_memory_mb={limit}"]), tmp_path / limit)
+    kept, spilled = (pd.read_csv(tmp_path / limit / "metrics.csv").drop(columns="wall_s") for limit in runs)
+    assert kept.to_csv() == spilled.to_csv() and len(kept) == 2
+    assert "client_state_spilled_mb" not in runs["none"]
+    assert runs["0"]["client_state_spilled_mb"] == runs["0"]["client_state_mb"] > 0
+    assert not list((tmp_path / "0").glob("client_state_*"))  # the files go with the run
+
+
+def test_a_bad_client_state_memory_limit_is_one_error_before_training(tmp_path):
+    with pytest.raises(ConfigError, match="engine.client_state_memory_mb='lots'.*auto, none or a number"):
+        run_experiment(compose_config([*SMALL, "engine.client_state_memory_mb=lots"]), tmp_path)
+    assert not (tmp_path / "metrics.csv").exists()

@@ -23,7 +23,7 @@ from fedbn_bench.adversarial.roles import assign_roles
 from fedbn_bench.adversarial.training import ADVERSARIAL_TRAINING, AdversarialTraining
 from fedbn_bench.algorithms import Algorithm, build_algorithm
 from fedbn_bench.core.roles import STANDARD
-from fedbn_bench.config.validate import (CLIENT_TEST, validate_client_sizes, validate_config,
+from fedbn_bench.config.validate import (CLIENT_TEST, small_clients_policy, validate_client_sizes, validate_config,
                                          validate_validation_split)
 from fedbn_bench.data import DatasetBundle, dataset_has_natural_domains, load_dataset
 from fedbn_bench.engine.checkpoint import config_differences, load_checkpoint
@@ -34,6 +34,7 @@ from fedbn_bench.engine.federation import ClientRecord, Federation, hold_out_val
 from fedbn_bench.engine.select import choose_engine
 from fedbn_bench.engine.settings import RunSettings
 from fedbn_bench.engine.simulation import Simulation
+from fedbn_bench.engine.client_states import memory_limit_bytes
 from fedbn_bench.engine.graphs import check_mode
 from fedbn_bench.engine.threads import apply_threads
 from fedbn_bench.engine.run_loop import failure_record
@@ -131,7 +132,7 @@ def build_federation(cfg: DictConfig, device: torch.device) -> tuple[Federation,
         validate_validation_split([len(c) for c in clients], [len(t) for t, _ in split], batch_size, cfg.val_fraction)
         clients, val = [train for train, _ in split], [held_out for _, held_out in split]
     validate_client_sizes([len(c) for c in clients], batch_size, needs_two=norm.uses_batch_statistics,
-                          small_clients=cfg.small_clients)
+                          small_clients=small_clients_policy(cfg.small_clients, cfg.num_clients))
     model = prepared_model(cfg.model, norm, algo, data.input_shape, data.num_classes)
     adversarial = build_adversarial(cfg.adversarial, data, norm)
     client_test: list = [None] * len(clients)
@@ -201,9 +202,10 @@ def build_simulation(cfg: DictConfig, run_dir: str | Path, device: torch.device,
         channels_last=cfg.engine.channels_last,
         eval_statistics=cfg.eval_statistics,
         cuda_graphs=cfg.engine.cuda_graphs,
+        client_state_memory_mb=cfg.engine.client_state_memory_mb,
         count_macs=cfg.count_macs,
         labels=byzantine_labels(cfg.byzantine),
-        small_clients=cfg.small_clients,
+        small_clients=small_clients_policy(cfg.small_clients, cfg.num_clients),
         **evaluation_settings(cfg, fed),
     )
     swept = [tag for tag in cfg.logger.tags if "=" in tag]  # a sweep's values (records/sweep_labels.py)
@@ -225,6 +227,7 @@ def run_experiment(cfg: DictConfig, run_dir: str | Path, jobs_at_once: int = 1) 
     threads = apply_threads(cfg.engine.threads, jobs_at_once)
     device = resolve_device(cfg.device)
     check_mode(cfg.engine.cuda_graphs, device)
+    memory_limit_bytes(cfg.engine.client_state_memory_mb)
     if cfg.replicas > 1:
         return run_replicas(cfg, Path(run_dir), device, threads)
     with failure_recorded(run_dir):

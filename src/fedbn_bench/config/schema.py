@@ -50,6 +50,7 @@ class EngineConfig:
     channels_last: bool = False
     threads: Any = "auto"
     cuda_graphs: str = "off"
+    client_state_memory_mb: Any = "auto"
 
 
 @dataclass
@@ -92,7 +93,7 @@ class Config:
     num_clients: int = 10
     clients_per_round: int = 10
     batch_size: int = 32
-    small_clients: str = "cycle"
+    small_clients: str = "auto"
     lr: float = 0.05
     alpha: float = 0.5
     gamma: float = 0.5

@@ -23,7 +23,11 @@ DEVICES = ("auto", "cpu", "cuda")
 ENGINES = ("auto", "loop", "vmap", "packed")
 LOGGERS = ("wandb", "none")
 LOGGER_MODES = ("offline", "online", "disabled")
-SMALL_CLIENTS = ("refuse", "skip", "cycle")
+SMALL_CLIENTS = ("auto", "refuse", "skip", "cycle")
+CROSS_DEVICE_CLIENTS = 100
+"""Above this many clients ``small_clients=auto`` cycles (a cross-device federation, LEAF-style:
+a few samples a client); at or below it, it refuses (the papers' cross-silo settings: 5 to 100
+clients, where a client smaller than a batch is a mistake in the config)."""
 CLIENT_TEST = ("domain", "shard")
 MAX_REPLICAS = 100
 """More seeds than this are a sweep (``-m seed=...``), not one stacked run with a directory per seed."""
@@ -147,14 +151,21 @@ def validate_evaluation(e: Any) -> None:
              f"{', '.join(EVAL_CLIENT_TEST)}")
 
 
+def small_clients_policy(setting: str, num_clients: int) -> str:
+    """``small_clients`` with ``auto`` resolved: ``cycle`` above ``CROSS_DEVICE_CLIENTS`` clients, else ``refuse``."""
+    if setting != "auto":
+        return setting
+    return "cycle" if num_clients > CROSS_DEVICE_CLIENTS else "refuse"
+
+
 def validate_client_sizes(sizes: list[int], batch_size: int, needs_two: bool, small_clients: str = "refuse") -> None:
     """Clients smaller than one batch (local batches drop the last partial one, so they cannot train).
 
     ``small_clients="refuse"``: every client must hold a full batch.  ``"skip"`` (HBN's code,
     ``FedAvg_main.py`` and its siblings: a sampled client with fewer than B samples neither trains
     nor uploads, ``engine.sampling.participating``): at least one client must hold a batch, and a
-    warning says how many never train.  ``"cycle"`` (the default; cross-device federations of a
-    few samples a client): such a client trains one batch an epoch of its samples repeated
+    warning says how many never train.  ``"cycle"`` (what ``auto``, the default, picks above
+    ``CROSS_DEVICE_CLIENTS`` clients; cross-device federations of a few samples a client): such a client trains one batch an epoch of its samples repeated
     (``engine.sampling.draw_batches``); only an empty client is refused.  BN also needs batches
     of two or more.
     """

@@ -66,7 +66,7 @@ class Evaluator:
             clients=evaluated_clients(len(store), self.clients, self.seed, round_number),
             batched=self.batched,
             shared=store.global_state,
-            client_own=lambda c: {k: store.client_local[c].get(k, store.global_state[k]) for k in keys},
+            client_own=lambda c: with_global(store.client_local[c], store.global_state, keys),
         )
 
     def describe(self) -> str:
@@ -95,3 +95,8 @@ class Evaluator:
                 row.update(metric(ctx))
         self.client_rows = ctx.client_values
         return row
+
+
+def with_global(own: State, global_state: State, keys: list[str]) -> State:
+    """A client's values of ``keys``, the global value for each it does not hold yet."""
+    return {k: own.get(k, global_state[k]) for k in keys}

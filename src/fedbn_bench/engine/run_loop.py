@@ -159,7 +159,7 @@ class RunLoop:
         self.best_selection = {
             "score": score,
             "global_state": {k: v.detach().clone() for k, v in state.items()},
-            "client_local": [{k: v.detach().clone() for k, v in local.items()} for local in self.store.client_local],
+            "client_local": self.store.client_local.clone(),
         }
 
     def best_round_robust_test(self) -> dict[str, float]:
@@ -193,7 +193,7 @@ class RunLoop:
             **({"threads": self.s.threads} if self.s.threads else {}),
             **({"cuda_visible_devices": os.environ["CUDA_VISIBLE_DEVICES"]} if "CUDA_VISIBLE_DEVICES" in os.environ else {}),
             "evaluation": self.evaluator.describe(),
-            "client_state_mb": self.store.client_state_bytes() / 2**20,
+            **self.store.memory.describe(),
             **self.engine,
             **(self.graphs.summary() if self.graphs is not None else {}),
             **machine_record(next(self.fed.model.parameters()).device),

@@ -24,6 +24,8 @@ class RunSettings:
     """torch threads of the run (``engine.threads``; 0: not set by the runner), in the summary."""
     cuda_graphs: str = "off"
     """``engine.cuda_graphs`` (``engine/graphs.py``)."""
+    client_state_memory_mb: Any = "auto"
+    """``engine.client_state_memory_mb`` (``engine/client_states.py``)."""
     count_macs: bool = False
     """Count the MACs of the first round's local training (``summary.json``: ``train_macs_per_round``)."""
     small_clients: str = "refuse"

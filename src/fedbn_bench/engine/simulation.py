@@ -19,6 +19,7 @@ from fedbn_bench.engine.backends.base import Backend, TrainingContext
 from fedbn_bench.engine.backends.loop import LoopBackend
 from fedbn_bench.engine.backends.packed import PackedBackend
 from fedbn_bench.engine.backends.vmap import VmapBackend
+from fedbn_bench.engine.client_states import StateMemory, memory_limit_bytes
 from fedbn_bench.engine.clients import ClientStore
 from fedbn_bench.engine.evaluator import Evaluator
 from fedbn_bench.engine.federation import Federation
@@ -80,7 +81,8 @@ class Simulation:
         local_keys = list(state) if algo.keeps_models_local else norm.local_keys(model)
         shared = norm.shares_local_keys and not algo.keeps_models_local
         algo.local_keys = frozenset() if shared or algo.keeps_models_local else frozenset(local_keys)
-        self.store = ClientStore(state, local_keys, fed.clients, local_from_global=shared)
+        memory = StateMemory(memory_limit_bytes(settings.client_state_memory_mb), recorder.run_dir)
+        self.store = ClientStore(state, local_keys, fed.clients, local_from_global=shared, memory=memory)
         self.personalized = bool(local_keys) and (algo.keeps_models_local or norm.local_state_in_evaluation)
         batch_size = algo.batch_size(settings.batch_size, settings.clients_per_round)
         adversarial = fed.adversarial is not None and fed.adversarial.active

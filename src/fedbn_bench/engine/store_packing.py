@@ -1,7 +1,7 @@
-"""The client store's checkpoint form at scale: per-client states and records as a few stacked or
-concatenated tensors instead of one tensor per client and key (10,000 clients: hundreds of
-thousands of tensors to pickle and hash otherwise). ``unpack_store`` gives back the per-client
-lists; a checkpoint written before (lists) passes through unchanged."""
+"""The client records' checkpoint form at scale: index tensors concatenated instead of one tensor
+per client (10,000 clients: tens of thousands of tensors to pickle and hash otherwise); the
+clients' states checkpoint as their stacks (``client_states.py``). ``unpack_store`` reads
+checkpoints of every form written so far (lists, packed stacks, ``ClientStates.state_dict``)."""
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -9,25 +9,16 @@ from typing import Any, Optional
 import torch
 
 from fedbn_bench.core.updates import State
+from fedbn_bench.engine.client_states import is_stacked, unstack_saved
 
 PACKED = "packed"
 """Marker key of a packed list."""
 TENSOR_FIELDS = ("indices", "test_indices", "val_indices")
 
 
-def pack_states(states: list[State]) -> Any:
-    """``{PACKED: {key: (n, ...) stack}}`` when every client holds the same keys with equal
-    shapes and dtypes, else ``states`` itself."""
-    if not states or any(s.keys() != states[0].keys() for s in states):
-        return states
-    first = states[0]
-    if any(s[k].shape != first[k].shape or s[k].dtype != first[k].dtype for s in states for k in first):
-        return states
-    return {PACKED: {k: torch.stack([s[k] for s in states]) for k in first}, "n": len(states)}
-
-
-def unpack_states(packed: Any) -> list[State]:
-    """The per-client states of ``pack_states`` (rows of the stacks: views, one per client)."""
+def unpack_states(packed: Any) -> Any:
+    """The per-client states of a checkpoint written with ``{PACKED: {key: (n, ...) stack}}`` (rows
+    of the stacks: views, one per client); any other form passes through."""
     if not isinstance(packed, dict) or PACKED not in packed:
         return packed
     stacks = packed[PACKED]
@@ -71,5 +62,8 @@ def unpack_records(packed: Any) -> list[dict[str, Any]]:
 
 
 def unpack_store(state: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint's ``store`` with per-client lists (``client_local``, ``records``), packed or not."""
-    return {**state, "client_local": unpack_states(state["client_local"]), "records": unpack_records(state["records"])}
+    """A checkpoint's ``store`` with per-client lists (``client_local``, ``client_algo_state``,
+    ``records``), whichever form it was written in."""
+    states = {key: unstack_saved(state[key]) if is_stacked(state[key]) else unpack_states(state[key])
+              for key in ("client_local", "client_algo_state") if key in state}
+    return {**state, **states, "records": unpack_records(state["records"])}

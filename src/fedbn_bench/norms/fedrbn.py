@@ -82,13 +82,17 @@ class FedRBN(DualBN):
         if self.cfg.propagation == "none" or not sources or not targets:
             return
         alpha = self.propagation_weights(client_local, targets, sources)
+        mixed_rows: dict[int, State] = {k: {} for k in targets}
         for layer in dual_layers(client_local[targets[0]]):
             for field in ("adv_running_mean", "adv_running_var"):
                 key = f"{layer}.{field}"
                 src = torch.stack([client_local[j][key] for j in sources]).to(torch.float64)
                 mixed = alpha.to(src.device) @ src
                 for row, k in enumerate(targets):
-                    client_local[k][key] = mixed[row].to(client_local[k][key].dtype)
+                    mixed_rows[k][key] = mixed[row]
+        for k, mixed_k in mixed_rows.items():
+            own = client_local[k]
+            client_local[k] = {**own, **{key: value.to(own[key].dtype) for key, value in mixed_k.items()}}
 
 
 def dual_layers(state: State) -> list[str]:
