@@ -73,6 +73,8 @@ def test_a_committed_run_replays_equal_at_its_first_evaluation(run, backend):
     """The CI replay: the run's own config, at its recorded thread count and backend, gives its committed first row."""
     result = replay(run, 1, ROOT)
     assert result.setting["engine"] == backend and result.setting["threads"] == 1
+    declared = json.loads((ROOT / "results/claims/declared.json").read_text())["runs"]
+    assert result.run_commit == (declared[run.as_posix()][0] if run.as_posix() in declared else None)
     if result.status != REPRODUCED and not recorded_here(run):
         pytest.skip(f"recorded with another torch or CPU: {result.detail}")
     assert result.status == REPRODUCED, result.detail

@@ -97,9 +97,19 @@ def replayed_rows(cfg: DictConfig, evals: int) -> tuple[list[dict[str, str]], st
     return [written(row) for row in loop.history], partition, sim.engine
 
 
+def declared_commit(repo: Path, run_dir: Path) -> Optional[str]:
+    """The commit that added ``run_dir``'s records, as ``results/claims/declared.json`` dates it (from git)."""
+    path = repo / "results" / "claims" / "declared.json"
+    runs = json.loads(path.read_text()).get("runs", {}) if path.is_file() else {}
+    dated = runs.get(run_dir.as_posix())
+    return dated[0] if dated else None
+
+
 def replay(run_dir: Path, evals: int, repo: Path, run_commit: Optional[str] = None) -> Replay:
-    """Replay ``run_dir`` (relative to ``repo``) for ``evals`` evaluations here and compare (module docstring)."""
+    """Replay ``run_dir`` (relative to ``repo``) for ``evals`` evaluations here and compare (module
+    docstring); ``run_commit``: the commit that added the run (default: ``declared_commit``)."""
     summary = json.loads((repo / run_dir / "summary.json").read_text())
+    run_commit = run_commit or declared_commit(repo, run_dir)
     code = code_record()
     here = {"torch": torch.__version__, "cpu": cpu_model()}
     base = dict(run=run_dir.as_posix(), code_commit=code["code_commit"], code_dirty=bool(code.get("code_dirty")),
@@ -129,7 +139,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--evals", type=int, default=1, help="evaluations to replay and compare")
     parser.add_argument("--repo", type=Path, default=Path.cwd(), help="the repository the run lies in")
     parser.add_argument("--out", type=Path, default=None, help="where results/replay/ goes (default: --repo)")
-    parser.add_argument("--run-commit", default=None, help="the commit that added the run, for the record")
+    parser.add_argument("--run-commit", default=None, help="the commit that added the run, for the record "
+                        "(default: results/claims/declared.json's)")
     args = parser.parse_args(argv)
     if args.evals < 1:
         print(f"error: --evals {args.evals}: at least 1", file=sys.stderr)
