@@ -134,3 +134,12 @@ def test_a_bad_client_state_memory_limit_is_one_error_before_training(tmp_path):
     with pytest.raises(ConfigError, match="engine.client_state_memory_mb='lots'.*auto, none or a number"):
         run_experiment(compose_config([*SMALL, "engine.client_state_memory_mb=lots"]), tmp_path)
     assert not (tmp_path / "metrics.csv").exists()
+
+
+def test_auto_refuses_small_clients_in_a_hundred_and_cycles_them_past_it(tmp_path):
+    """The same small clients: one error line at 100 clients (the papers' range), a run at 150."""
+    small = ["partition=dirichlet", "alpha=0.3", "batch_size=32", "clients_per_round=5", "rounds=1", "eval_every=1"]
+    with pytest.raises(ConfigError, match="small_clients=skip"):
+        run_experiment(compose_config([*small, "num_clients=100"]), tmp_path / "n100")
+    summary = run_experiment(compose_config([*small, "num_clients=150"]), tmp_path / "n150")
+    assert summary["status"] == "completed" and summary["rounds_completed"] == 1
