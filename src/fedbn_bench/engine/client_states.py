@@ -75,7 +75,7 @@ def memory_limit_bytes(setting: Any) -> Optional[float]:
 
 
 def numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    return torch.empty((), dtype=dtype).numpy().dtype
+    return torch.empty((), dtype=dtype, device="cpu").numpy().dtype
 
 
 def zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -101,7 +101,7 @@ class StateMemory:
 
     def allocate(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         """A zero stack: in memory on ``device``, or (past the limit) a memory-mapped file."""
-        size = torch.empty((), dtype=dtype).element_size() * int(np.prod(shape))
+        size = torch.empty((), dtype=dtype, device="cpu").element_size() * int(np.prod(shape))
         self.used += size
         if self.limit_bytes is None or self.used <= self.limit_bytes:
             return zeros(shape, dtype, device)
@@ -193,7 +193,7 @@ class ClientStates:
         clients of which a few hundred have trained writes those few hundred) and which leaves each holds."""
         signatures = list(dict.fromkeys(p for p in self.paths if p is not None))
         index = {s: i for i, s in enumerate(signatures)}
-        held = torch.tensor([-1 if p is None else index[p] for p in self.paths], dtype=torch.long)
+        held = torch.tensor([-1 if p is None else index[p] for p in self.paths], dtype=torch.long, device="cpu")
         rows = torch.nonzero(held >= 0).flatten()
         return {"stacks": {"/".join(p): s[rows.to(s.device)] for p, s in self.stacks.items()},
                 "signatures": [["/".join(p) for p in s] for s in signatures], "held": held}
@@ -201,7 +201,7 @@ class ClientStates:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Back to the checkpointed values (into this object's stacks, spilled or not)."""
         signatures = [tuple(tuple(p.split("/")) for p in s) for s in state["signatures"]]
-        held = torch.as_tensor(state["held"], dtype=torch.long)
+        held = torch.as_tensor(state["held"], dtype=torch.long, device="cpu")
         self.resize(len(held))
         rows = torch.nonzero(held >= 0).flatten()
         for key, value in state["stacks"].items():
@@ -241,7 +241,7 @@ def is_stacked(saved: Any) -> bool:
 
 def unstack_saved(saved: dict[str, Any]) -> list[dict[str, Any]]:
     """The per-client trees of ``ClientStates.state_dict``'s form (for scripts that read checkpoints)."""
-    held = torch.as_tensor(saved["held"]).tolist()
+    held = torch.as_tensor(saved["held"], device="cpu").tolist()
     stacks = {tuple(k.split("/")): v for k, v in saved["stacks"].items()}
     signatures = [[tuple(p.split("/")) for p in s] for s in saved["signatures"]]
     trees, row = [], 0
