@@ -120,6 +120,7 @@ def test_client_state_past_its_memory_limit_is_memory_mapped_and_the_summary_say
     """engine.client_state_memory_mb=0: every stack a file, and the run's numbers are those of
     the run held in memory, bit for bit (FedBN's local BN and SCAFFOLD's controls)."""
     runs = {}
+    (tmp_path / "0" / "client_state_killed").mkdir(parents=True)  # what a SIGKILLed run leaves
     for limit in ("none", "0"):
         runs[limit] = run_experiment(compose_config([*SMALL, "norm=fedbn", "algo=scaffold", "rounds=2",
                                                      f"engine.client_state_memory_mb={limit}"]), tmp_path / limit)
@@ -127,7 +128,7 @@ def test_client_state_past_its_memory_limit_is_memory_mapped_and_the_summary_say
     assert kept.to_csv() == spilled.to_csv() and len(kept) == 2
     assert "client_state_spilled_mb" not in runs["none"]
     assert runs["0"]["client_state_spilled_mb"] == runs["0"]["client_state_mb"] > 0
-    assert not list((tmp_path / "0").glob("client_state_*"))  # the files go with the run
+    assert not list((tmp_path / "0").glob("client_state_*"))  # the files go with the run, a killed run's too
 
 
 def test_a_bad_client_state_memory_limit_is_one_error_before_training(tmp_path):

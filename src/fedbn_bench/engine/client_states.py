@@ -74,6 +74,9 @@ def memory_limit_bytes(setting: Any) -> Optional[float]:
     return megabytes * 2**20
 
 
+SPILL_PREFIX = "client_state_"
+
+
 def numpy_dtype(dtype: torch.dtype) -> np.dtype:
     return torch.empty((), dtype=dtype, device="cpu").numpy().dtype
 
@@ -106,7 +109,10 @@ class StateMemory:
         if self.limit_bytes is None or self.used <= self.limit_bytes:
             return zeros(shape, dtype, device)
         if self.spill_dir is None:
-            self.spill_dir = Path(tempfile.mkdtemp(prefix="client_state_", dir=self.spill_parent))
+            if self.spill_parent is not None:  # files a killed run left in its directory, now this run's
+                for stale in Path(self.spill_parent).glob(f"{SPILL_PREFIX}*"):
+                    shutil.rmtree(stale, ignore_errors=True)
+            self.spill_dir = Path(tempfile.mkdtemp(prefix=SPILL_PREFIX, dir=self.spill_parent))
             weakref.finalize(self, shutil.rmtree, self.spill_dir, True)
             log.warning("client state above %.4g MB: further stacks are memory-mapped files in %s",
                         self.limit_bytes / 2**20, self.spill_dir)
