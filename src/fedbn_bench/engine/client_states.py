@@ -104,7 +104,7 @@ class StateMemory:
 
     def allocate(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         """A zero stack: in memory on ``device``, or (past the limit) a memory-mapped file."""
-        size = torch.empty((), dtype=dtype, device="cpu").element_size() * int(np.prod(shape))
+        size = dtype.itemsize * int(np.prod(shape))
         self.used += size
         if self.limit_bytes is None or self.used <= self.limit_bytes:
             return zeros(shape, dtype, device)
@@ -247,14 +247,6 @@ def is_stacked(saved: Any) -> bool:
 
 def unstack_saved(saved: dict[str, Any]) -> list[dict[str, Any]]:
     """The per-client trees of ``ClientStates.state_dict``'s form (for scripts that read checkpoints)."""
-    held = torch.as_tensor(saved["held"], device="cpu").tolist()
-    stacks = {tuple(k.split("/")): v for k, v in saved["stacks"].items()}
-    signatures = [[tuple(p.split("/")) for p in s] for s in saved["signatures"]]
-    trees, row = [], 0
-    for index in held:
-        if index < 0:
-            trees.append({})
-            continue
-        trees.append(unflatten({p: stacks[p][row] for p in signatures[index]}))
-        row += 1
-    return trees
+    states = ClientStates(len(saved["held"]))
+    states.load_state_dict(saved)
+    return list(states)

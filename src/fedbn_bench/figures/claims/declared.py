@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
+from fedbn_bench.records.provenance import recorded_code
+
 DATA = Path("results/claims/declared.json")
 """The committed record, relative to the repository."""
 CLAIMS_SRC = "src/fedbn_bench/figures/claims"
@@ -139,16 +141,8 @@ def run_commits(repo: Path, trees: Iterable[str], place: Mapping[str, int]) -> d
             origin[new] = origin.pop(old, commit)
             latest[new] = commit
     prefixes = tuple(t.rstrip("/") + "/" for t in trees)
-    dated = {run: latest[run] if records_code(repo / run) else c for run, c in origin.items()}
+    dated = {run: latest[run] if recorded_code(repo / run) else c for run, c in origin.items()}
     return {run: c for run, c in dated.items() if run.startswith(prefixes) and c in place}
-
-
-def records_code(run_dir: Path) -> bool:
-    """Whether the run's ``summary.json`` in the working tree names the code that made it."""
-    try:
-        return bool(json.loads((run_dir / "summary.json").read_text()).get("code_commit"))
-    except (OSError, ValueError):
-        return False
 
 
 def trees(claims: Iterable[Any]) -> set[str]:
