@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import pytest
 import yaml
 
 from conftest import CONF
-from fedbn_bench.figures.claims import CLAIMS
+from fedbn_bench.figures.claims import CLAIMS, declared
 from fedbn_bench.figures.claims.base import Check, Claim, Control, Quantity, judge
 from fedbn_bench.figures.claims.declared import (
     AFTER, BEFORE, DATA, UNRECORDED, WITH, Declared, check_key, control_key, is_repository, positions, refresh,
@@ -98,6 +99,20 @@ def test_a_run_re_run_at_recorded_code_is_dated_by_its_own_record(tmp_path):
     git("add", "."), git("commit", "-q", "-m", "seed 0 re-run, seed 1 rewritten")
     again = git("rev-parse", "HEAD").strip()
     assert run_commits(tmp_path, [RUNS], positions(tmp_path)) == {f"{RUNS}/seed0": again, f"{RUNS}/seed1": first}
+
+
+def test_a_commit_s_keys_come_from_that_commit_s_claims_not_the_installed_ones(tmp_path):
+    """``keys_at`` runs ``declared.py`` over an exported ``src/``: the claims it reads must be that tree's, even
+    though this project is installed (a top-level import of the project would bind the installed package and date
+    every declaration by the first commit whose claims import)."""
+    claims = tmp_path / "src" / "fedbn_bench" / "figures" / "claims"
+    claims.mkdir(parents=True)
+    for package in (claims.parent.parent, claims.parent):
+        (package / "__init__.py").write_text("")
+    (claims / "__init__.py").write_text("CLAIMS = []\n")
+    done = subprocess.run([sys.executable, declared.__file__, str(tmp_path / "src")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
 
 
 @pytest.mark.skipif(not is_repository(ROOT), reason="needs the repository's git history")

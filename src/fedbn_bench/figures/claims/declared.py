@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-from fedbn_bench.records.provenance import recorded_code
-
 DATA = Path("results/claims/declared.json")
 """The committed record, relative to the repository."""
 CLAIMS_SRC = "src/fedbn_bench/figures/claims"
@@ -123,6 +121,7 @@ def run_commits(repo: Path, trees: Iterable[str], place: Mapping[str, int]) -> d
     """Each run directory under ``trees`` → the commit that first added its ``summary.json``; for a run whose summary
     records the code that made it (``code_commit``: a run made, or re-run in full, since issue 57), the last commit
     that wrote that summary, so that a run re-run over an older one is dated by its own record."""
+    from fedbn_bench.records.provenance import recorded_code   # here: the module's top imports nothing of the project
     origin: dict[str, str] = {}
     latest: dict[str, str] = {}
     commit = ""
