@@ -324,3 +324,17 @@ def test_the_stated_power_is_what_the_rule_detects_on_synthetic_lines(runs, size
 
     assert detected(detectable(runs, size)) == pytest.approx(0.80, abs=0.03)
     assert detected(0.0) == pytest.approx(0.025, abs=0.012)
+
+
+def test_a_claim_at_a_fixed_budget_is_read_without_trends(tmp_path):
+    """A parity of two codes run for the same two rounds has no trend and needs none: it holds or fails on its
+    check alone (issue 57 §2), where the same claim under the convergence rule cannot tell."""
+    write_run(tmp_path, "a0", "a", [0.50, 0.90])
+    write_run(tmp_path, "b0", "b", [0.50, 0.55])
+    parity = "the same 2 rounds on both sides"
+    assert judge(gap_claim(threshold=20.0), tmp_path).verdict == HOLDS_UNTOLD
+    assert judge(gap_claim(threshold=20.0, fixed_budget=parity), tmp_path).verdict == HOLDS
+    assert judge(gap_claim(threshold=40.0), tmp_path).verdict == FAILS_UNTOLD
+    assert judge(gap_claim(threshold=40.0, fixed_budget=parity), tmp_path).verdict == FAILS
+    md = claims_md([judge(gap_claim(fixed_budget=parity), tmp_path)])
+    assert "**Fixed budget** ([rule](#how-to-read-a-verdict)): the same 2 rounds on both sides." in md

@@ -166,6 +166,10 @@ class Claim:
     offline: str = ""
     """Why the offline stand-in data cannot test the claim, and the data that would: such a claim reads *cannot
     decide offline* whatever its runs give (empty: the stand-ins can test it)."""
+    fixed_budget: str = ""
+    """Why the claim compares its quantities at one fixed, equal budget rather than where they settle (a parity of
+    two implementations run for the same rounds): its checks are read without trends or drift, so it never reads
+    *not converged* or *too few evaluations to tell* (issue 57 §2; empty: the convergence rule applies)."""
 
     def __post_init__(self) -> None:
         names = {c.a for c in self.checks} | {c.b for c in self.checks if isinstance(c.b, str)}
@@ -228,7 +232,10 @@ class Verdict:
     @property
     def unsettled(self) -> list[int]:
         """The checks whose outcome the runs' drift may still change (``convergence.RULE``): a failed check drifting
-        significantly toward passing, a passed one drifting significantly against it by more than its margin."""
+        significantly toward passing, a passed one drifting significantly against it by more than its margin; none
+        for a claim at a fixed budget (``Claim.fixed_budget``)."""
+        if self.claim.fixed_budget:
+            return []
         return [i for i, (check, passed, d) in enumerate(zip(self.claim.checks, self.check_results, self.drifts))
                 if passed is not None and d is not None and d.significant
                 and (not passed or d.change > check.margin(*check.operands(self.measured)))]
@@ -236,7 +243,10 @@ class Verdict:
 
     @property
     def untold(self) -> list[int]:
-        """The checks one of whose quantities has no trend that can be weighed (``Measured.untold``)."""
+        """The checks one of whose quantities has no trend that can be weighed (``Measured.untold``); none for a claim
+        at a fixed budget (``Claim.fixed_budget``)."""
+        if self.claim.fixed_budget:
+            return []
         return [i for i, check in enumerate(self.claim.checks)
                 if any(self.measured[name].untold for name in (check.a, check.b) if isinstance(name, str))]
 

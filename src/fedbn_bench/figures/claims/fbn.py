@@ -198,6 +198,8 @@ PARITY_SEEDS = (
 
 PARITY_CLAIM = replace(
     PARITY_V1, setting=f"{PARITY_V1.setting}; {PARITY_SEEDS}", seeds=17, diagnosis="",
+    fixed_budget="it asks whether the two codes give the same accuracy after the same 2 rounds on the same data, "
+                 "not where either would settle: each run's two evaluations leave no trend, and none is needed",
     superseded=supersede(PARITY_V1, (
         "it held on a check whose standard error over 3 + 3 seeds was 7.0 points, more than twice its 3-point "
         "window (a true tie passes it 33 % of the time); the same check with 17 seeds a side, enough for its "

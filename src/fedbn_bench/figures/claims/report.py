@@ -117,6 +117,12 @@ def offline_lines(verdict: Verdict) -> list[str]:
     return [f"**Cannot decide offline** ([why](#how-to-read-a-verdict)): {verdict.claim.offline}.", ""]
 
 
+def fixed_budget_lines(verdict: Verdict) -> list[str]:
+    if not verdict.claim.fixed_budget:
+        return []
+    return [f"**Fixed budget** ([rule](#how-to-read-a-verdict)): {verdict.claim.fixed_budget}.", ""]
+
+
 def read_runs(measured: dict[str, Measured], names: Iterable[object]) -> list[str]:
     """The runs the named quantities count (a number names none)."""
     return [run for name in names if isinstance(name, str) for run in measured[name].runs]
@@ -203,7 +209,7 @@ def claim_section(verdict: Verdict, declared: Declared, evidence: Optional[Claim
              *md_table(["quantity", "paper", "ours (mean ± sd, n)", "trend over the last fifth", "runs not counted"],
                        rows, ["---", "---:", "---:", "---", "---"]), "",
              *check_lines(verdict, declared), "", *convergence_lines(verdict), *untold_lines(verdict),
-             *offline_lines(verdict),
+             *offline_lines(verdict), *fixed_budget_lines(verdict),
              *control_lines(verdict, declared),
              f"![{claim.id}]({chart_path(verdict)})", ""]
     if claim.figure:
@@ -271,6 +277,12 @@ def claims_md(verdicts: list[Verdict], declared: Declared = Declared({}, {}),
              "(its section says why and which data would); its checks are still measured and shown. Introduced for "
              "issue 49 in a commit of its own, it flipped fedrbn/table2_fatbn_vs_fatavg, fedrbn/fig3a_at_domain and "
              "fedrbn/table1_cos_over_uni from *fails* and no other verdict.",
+             "- **Fixed budget**: a claim that compares two implementations at one equal budget (a parity, both run "
+             "for the same rounds) is read without trends or drift: where each side would settle is not what it "
+             "asks, so it never reads *not converged* or *too few evaluations to tell*; seed noise still applies. "
+             "Introduced for issue 57 §2 in a commit of its own, before the runs that decide its one claim "
+             "(fbn/parity_authors_code's seeds 3-16 of fedbn-bench) were made; on the runs committed at c015247 it "
+             "flips no verdict (that claim reads *not run*; its superseded 3-seed declaration keeps the rule).",
              "- A claim whose quantity, check or setting changed is a new declaration, committed before the runs "
              "that decide it; the superseded declaration stays in its section with its verdict and why it was "
              "replaced.",
