@@ -41,7 +41,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, Union
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
@@ -446,6 +446,23 @@ def run_queue(root: Path, cells: list[AnyCell], runner: list[str], jobs: int, po
     return 0 if all(row.state == "done" for row in survey(root, cells)) else 1
 
 
+def assemble(entries: list[Union[Decider, ReplaySpan, str]], replays: list[ReplayCell],
+             drifted: Callable[[], list[RerunCell]]) -> list[AnyCell]:
+    """The queue's cells in its file's order: each decider's sweep, the drifted runs' re-runs where it says
+    :data:`DRIFTED_MARK`, the replays in each :class:`ReplaySpan`. A replay is left out where the queue re-runs its
+    run in full: the re-run replaces the run with one that records the code that made it (*made at*)."""
+    cells: list[AnyCell] = []
+    for entry in entries:
+        if isinstance(entry, Decider):
+            cells += expand(entry)
+        elif entry == DRIFTED_MARK:
+            cells += drifted()
+        else:
+            cells += [c for c in replays if entry.start <= c.seconds < entry.stop]
+    rerun = {c.run_dir for c in cells if not isinstance(c, ReplayCell)}
+    return [c for c in cells if not (isinstance(c, ReplayCell) and c.run_dir in rerun)]
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--queue", type=Path, default=REPO / "scripts" / "claims_queue.txt", help="the deciders")
@@ -479,15 +496,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     entries = read_queue(args.queue)
     if not any(isinstance(e, ReplaySpan) for e in entries):
         entries.append(ReplaySpan())
-    replays = replay_cells(args.evals) if args.replay else []
-    cells: list[AnyCell] = []
-    for entry in entries:
-        if isinstance(entry, Decider):
-            cells += expand(entry)
-        elif entry == DRIFTED_MARK:
-            cells += drifted_cells()
-        else:
-            cells += [c for c in replays if entry.start <= c.seconds < entry.stop]
+    cells = assemble(entries, replay_cells(args.evals) if args.replay else [], drifted_cells)
     if args.status:
         print_status(survey(root, cells), time.time())
         return 0

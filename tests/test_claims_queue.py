@@ -191,3 +191,17 @@ def test_plan_lists_the_cells_left_with_their_estimate_and_command(root, capsys)
          "seed=2", f"hydra.sweep.dir={RUNS}", "hydra.sweep.subdir=fedbn-seed2", *queue.FIXED],
         [f"{RUNS}/fedbn-seed1", "100", "-m", "experiment=fedbn/fig9_3000_steps", "+experiment/fedbn/method=fedbn",
          "seed=1", f"hydra.sweep.dir={RUNS}", "hydra.sweep.subdir=fedbn-seed1", *queue.FIXED]]
+
+
+def test_a_run_the_queue_re_runs_in_full_is_not_also_replayed(root):
+    """Issue 57: a replay only checks a committed record against this code; a run the queue re-runs in full gets a
+    record of its own code instead, so its replay is dropped and every other replay stays where the file puts it."""
+    (root / "queue.txt").write_text(f"@replay\nfedbn/fig9_3000_steps  {RUNS}  100\n")
+    replays = [queue.ReplayCell(f"{RUNS}/fedavg-seed1", 5.0), queue.ReplayCell("results/other/runs/x-seed0", 5.0)]
+    drifted = [queue.RerunCell("results/other/runs/y-seed0", 9.0, ())]
+    entries = [*queue.read_queue(root / "queue.txt"), queue.DRIFTED_MARK]
+    assembled = queue.assemble(entries, replays, lambda: drifted)
+    assert [c.run_dir for c in assembled] == ["results/other/runs/x-seed0", *(f"{RUNS}/{c}" for c in CELLS),
+                                              "results/other/runs/y-seed0"]
+    again = queue.assemble(entries, [queue.ReplayCell(drifted[0].run_dir, 5.0)], lambda: drifted)
+    assert not any(isinstance(c, queue.ReplayCell) for c in again) and again[-1] == drifted[0]
