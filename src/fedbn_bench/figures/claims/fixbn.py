@@ -96,7 +96,7 @@ FIG1_CLAIM = Claim(
         "unstable. FixBN ends at 69.9 / 40.7 / 34.1 % (BN 36.2 / 47.2 / 37.1 %), +8.0 points on the mean where 14 "
         "are asked; the training loss rises after the freeze in every seed (round 200 to 300: 0.75 → 1.10, 0.98 → "
         "1.82, 0.87 → 2.10) while the test accuracy climbs back from 50.3 / 20.0 / 17.2 % at round 200. The runs "
-        "evaluate every 100 rounds (table1_fmnist's cadence), so the rule's trend reads only rounds 200 and 300: "
+        "evaluated every 100 rounds (table1_fmnist's cadence before issue 57), so the rule's trend reads only rounds 200 and 300: "
         "the rise from the post-freeze dip is what it calls a drift toward passing."),
     superseded=(Superseded(FIG1_V1, "its T* = 50 % fell on the first lr decay (round 150 of 300), so FixBN froze the "
                                     "statistics of a network still moving at lr 0.2, while FixBN §4.2 freezes once the "
