@@ -60,7 +60,7 @@ EXPECTED_JOBS: dict[str, int] = {
     "hbn/table3": 28, "hbn/table4": 16, "hbn/table4_mnist": 16, "hbn/table5": 15, "hbn/table6": 6,
     "hbn/table8": 42, "hbn/table9": 49,
     "hbn/table1_fmnist": 42, "hbn/table2_fmnist": 12, "hbn/table4_fmnist": 24, "hbn/table6_fmnist": 15,
-    "hbn/sec5_fmnist": 3, "hbn/fig5_fmnist": 12, "hbn/fig5_k100_fmnist": 6, "hbn/parity_code": 12, "hbn/table1_100_rounds_fmnist": 9, "hbn/table4_100_rounds_fmnist": 24, "hbn/table2_100_rounds_fmnist": 12, "hbn/table1_phi01_100_rounds_fmnist": 12,
+    "hbn/sec5_fmnist": 3, "hbn/fig5_fmnist": 12, "hbn/fig5_k100_fmnist": 6, "hbn/sec5_10_evals_fmnist": 6, "hbn/fig5_k100_10_evals_fmnist": 6, "hbn/parity_code": 12, "hbn/table1_100_rounds_fmnist": 9, "hbn/table4_100_rounds_fmnist": 24, "hbn/table2_100_rounds_fmnist": 12, "hbn/table1_phi01_100_rounds_fmnist": 12,
     "hbn/table6_100_rounds_fmnist": 15, "hbn/phi01_cause_fmnist": 18,
 }
 """The runs each grid preset's sweep makes: its paper's rows x columns x seeds, as its comment lists them."""
