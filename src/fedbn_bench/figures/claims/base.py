@@ -232,10 +232,7 @@ class Verdict:
     @property
     def unsettled(self) -> list[int]:
         """The checks whose outcome the runs' drift may still change (``convergence.RULE``): a failed check drifting
-        significantly toward passing, a passed one drifting significantly against it by more than its margin; none
-        for a claim at a fixed budget (``Claim.fixed_budget``)."""
-        if self.claim.fixed_budget:
-            return []
+        significantly toward passing, a passed one drifting significantly against it by more than its margin."""
         return [i for i, (check, passed, d) in enumerate(zip(self.claim.checks, self.check_results, self.drifts))
                 if passed is not None and d is not None and d.significant
                 and (not passed or d.change > check.margin(*check.operands(self.measured)))]
@@ -368,7 +365,8 @@ def judge(claim: Claim, root: Path, cache: Optional[dict[Path, list[RunRecord]]]
         return Verdict(claim, measured, OFFLINE if claim.offline else NOT_RUN, [None] * len(claim.checks),
                        superseded=older)
     results = [check.passes(*check.operands(measured)) for check in claim.checks]
-    drifts = [check.drift(measured, toward_passing=not passed) for check, passed in zip(claim.checks, results)]
+    drifts = [None if claim.fixed_budget else check.drift(measured, toward_passing=not passed)
+              for check, passed in zip(claim.checks, results)]   # a fixed budget reads no drift
     verdict = Verdict(claim, measured, HOLDS if all(results) else FAILS, results, drifts, superseded=older)
     for control in claim.controls:
         swapped = {**measured, **measure_all(control.replace, root, cache)}
