@@ -11,7 +11,10 @@ import pytest
 import torch
 
 from conftest import CONF
-from fedbn_bench.figures.claims.evidence import MADE_AT, NOT_REPLAYED, ClaimEvidence, run_evidence
+from fedbn_bench.figures.claims.base import Check, Claim, Quantity, Superseded, judge
+from fedbn_bench.figures.claims.evidence import (MADE_AT, NOT_REPLAYED, ClaimEvidence, evidence_of, evidence_summary,
+                                               run_evidence)
+from fedbn_bench.figures.claims.report import claims_md
 from fedbn_bench.records.machine import cpu_model
 from fedbn_bench.records.replay import (DRIFTED, NOT_COMPARABLE, REPRODUCED, Replay, compare, load_replays,
                                         record_path, write_replay)
@@ -90,3 +93,39 @@ def test_a_changed_committed_value_reads_drifted_at_its_round(tmp_path):
     (copy / "metrics.csv").write_text("\n".join([lines[0], ",".join(first), *lines[2:]]) + "\n")
     result = replay(LOOP_RUN, 1, tmp_path)
     assert result.status == DRIFTED and result.first_round == int(first[0]) and "test_acc 0.123 committed" in result.detail
+
+
+
+def toy_run(root: Path, runs: str, name: str, method: str, acc: float) -> None:
+    run = root / runs / name
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(f"- +experiment/m={method}\n")
+    (run / "summary.json").write_text(json.dumps({"status": "completed", "final_test_acc": acc}))
+    (run / "metrics.csv").write_text("round,test_acc\n" + "".join(f"{10 * i},{acc}\n" for i in range(1, 11)))
+
+
+def toy_claim(runs: str, superseded: tuple[Superseded, ...] = ()) -> Claim:
+    return Claim("fbn/toy", "A beats B by 20 points.", {}, "hand-made", "fbn/fig3a_fmnist",
+                 {m.upper(): Quantity(runs, {"+experiment/m": m}) for m in "ab"},
+                 (Check("A", "B", "at_least", 20.0, "toy"),), superseded=superseded)
+
+
+def test_a_superseded_declaration_shows_its_own_runs_evidence_and_the_page_counts_only_current_runs(tmp_path):
+    """Its section reads *evidence stale* where its runs drifted; the page's evidence line counts the current
+    declaration's runs alone, so a superseded run never makes a current claim stale."""
+    new_runs, old_runs = "results/toy/runs", "results/toy_old/runs"
+    claim = toy_claim(new_runs, (Superseded(toy_claim(old_runs), "it read the toy's old runs"),))
+    for runs in (new_runs, old_runs):
+        for name, method, acc in (("a0", "a", 0.85), ("a1", "a", 0.87), ("b0", "b", 0.5), ("b1", "b", 0.52)):
+            toy_run(tmp_path, runs, name, method, acc)
+    write_replay(tmp_path, Replay(f"{old_runs}/a0", DRIFTED, "round 10: test_acc 0.85 committed, 0.9 now", 1, "c" * 40))
+    verdicts = [judge(claim, tmp_path)]
+    evidence = evidence_of(verdicts, tmp_path)[claim.id]
+    assert not evidence.stale and [e.stale for e in evidence.superseded] == [True]
+    assert evidence_summary([evidence]) == ("Of the 4 runs the current claims read: 0 reproduced, 0 made at, "
+                                            "0 drifted, 0 not comparable, 4 not replayed.")
+    current, superseded = claims_md(verdicts, evidence={claim.id: evidence}).split("**Superseded declaration**")
+    assert "- Evidence ([replays](#how-to-read-a-verdict)): 4 runs: 4 not replayed." in current
+    assert ("- Evidence: 4 runs: 1 drifted at ccccccc, 3 not replayed — **evidence stale**; superseded, so its "
+            "drifted runs are not re-run.") in superseded
+    assert "evidence stale" not in current.split("### fbn/toy")[1]

@@ -4,7 +4,8 @@ their replays found (``records/replay.py``).
 A run's evidence status is its replay's (reproduced, drifted, not comparable) at the commit that replayed it; a run
 that records the commit that made it (``code_commit`` in ``summary.json``) and has no replay is *made at* that
 commit; any other is *not replayed*. A claim that reads a drifted run reads **evidence stale** until that run is
-re-run in full at the new code (its replay then gives way to the run's own record).
+re-run in full at the new code (its replay then gives way to the run's own record). A superseded declaration's
+runs get the same statuses in its own section, but count nowhere else: the queue neither replays nor re-runs them.
 """
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ def run_evidence(run: str, replay: Optional[Replay], made_at: Optional[str]) -> 
 @dataclass(frozen=True)
 class ClaimEvidence:
     runs: tuple[RunEvidence, ...]
+    superseded: tuple["ClaimEvidence", ...] = ()
+    """The same for each declaration the claim superseded, in ``Verdict.superseded`` order."""
 
     @property
     def stale(self) -> bool:
@@ -69,7 +72,8 @@ class ClaimEvidence:
 
 
 def claim_evidence(verdict: Verdict, replays: Mapping[str, Replay], made_at: Mapping[str, str]) -> ClaimEvidence:
-    return ClaimEvidence(tuple(run_evidence(r, replays.get(r), made_at.get(r)) for r in runs_read(verdict)))
+    return ClaimEvidence(tuple(run_evidence(r, replays.get(r), made_at.get(r)) for r in runs_read(verdict)),
+                         tuple(claim_evidence(old, replays, made_at) for old in verdict.superseded))
 
 
 def all_runs_read(verdicts: Iterable[Verdict]) -> list[str]:
@@ -82,7 +86,7 @@ def recorded_commits(root: Path, runs: Iterable[str]) -> dict[str, str]:
 
 
 def evidence_summary(claims: Iterable[ClaimEvidence]) -> str:
-    """The page's one line on its evidence: the runs its current claims read, by status."""
+    """The page's one line on its evidence: the runs its current claims read (not superseded ones), by status."""
     runs = {r.run: r for c in claims for r in c.runs}
     counts = Counter(r.status for r in runs.values())
     return (f"Of the {len(runs)} runs the current claims read: " + ", ".join(f"{counts[s]} {s}" for s in ORDER)
@@ -92,6 +96,6 @@ def evidence_summary(claims: Iterable[ClaimEvidence]) -> str:
 def evidence_of(verdicts: Iterable[Verdict], root: Path) -> dict[str, ClaimEvidence]:
     """Each claim's evidence (by id) from the replays and run records under ``root``."""
     verdicts = list(verdicts)
-    runs = all_runs_read(verdicts)
+    runs = all_runs_read([*verdicts, *(old for v in verdicts for old in v.superseded)])
     replays, made_at = load_replays(root, runs), recorded_commits(root, runs)
     return {v.claim.id: claim_evidence(v, replays, made_at) for v in verdicts}

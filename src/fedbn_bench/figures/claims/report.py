@@ -162,13 +162,19 @@ def control_lines(verdict: Verdict, declared: Declared) -> list[str]:
     return out + [""] if out else []
 
 
-def superseded_lines(verdict: Verdict, declared: Declared) -> list[str]:
+def superseded_lines(verdict: Verdict, declared: Declared, evidence: Optional[ClaimEvidence] = None) -> list[str]:
+    """Each superseded declaration with its verdict, its runs' evidence (stale ones are not re-run: superseded) and
+    its checks."""
     out = []
-    for old, superseded in zip(verdict.superseded, verdict.claim.superseded):
+    olds = evidence.superseded if evidence else ()
+    for i, (old, superseded) in enumerate(zip(verdict.superseded, verdict.claim.superseded)):
         paper, mine = numbers(old)
+        seen = olds[i] if i < len(olds) else None
         out += [f"**Superseded declaration** (verdict on the committed runs: {MARK[old.verdict]}). "
                 f"Replaced because: {superseded.why}", "",
                 f"> {old.claim.statement}", "", f"- Setting: {old.claim.setting}.", f"- Ours: {mine}.",
+                *([f"- Evidence: {seen.text()}" + ("; superseded, so its drifted runs are not re-run" if seen.stale
+                                                   else "") + "."] if seen else []),
                 *check_lines(old, declared), ""]
     return out
 
@@ -218,7 +224,7 @@ def claim_section(verdict: Verdict, declared: Declared, evidence: Optional[Claim
         lines += [f"**Diagnosis.** {claim.diagnosis}", ""]
     if claim.full_scale:
         lines += [f"Paper scale: {claim.full_scale}.", ""]
-    return lines + superseded_lines(verdict, declared)
+    return lines + superseded_lines(verdict, declared, evidence)
 
 
 def power_lines(verdicts: list[Verdict]) -> list[str]:
@@ -290,7 +296,9 @@ def claims_md(verdicts: list[Verdict], declared: Declared = Declared({}, {}),
              "thread count, engine and device it recorded (`python scripts/claims.py --replay`, `records/replay.py`; "
              "results in `results/replay/`): *reproduced* (every value equal as `metrics.csv` writes it), *drifted* "
              "(the first differing evaluation), *not comparable* (why), or *made at* the commit its summary records. "
-             "A claim that reads a drifted run reads **evidence stale** until that run is re-run in full.",
+             "A claim that reads a drifted run reads **evidence stale** until that run is re-run in full. A "
+             "superseded declaration's runs are shown the same way in its section, counted nowhere else and, "
+             "when drifted, not re-run: its verdict then describes older code.",
              *([f"- {evidence_summary(evidence.values())}"] if evidence else []), "",
              "| paper | " + " | ".join(VERDICTS) + " |", "|---|" + "---:|" * len(VERDICTS)]
     for paper in papers(verdicts):
