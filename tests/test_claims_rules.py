@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from fedbn_bench.figures.claims.base import (
-    FAILS, FAILS_UNTOLD, HOLDS, HOLDS_IN_NOISE, HOLDS_NOT_CONVERGED, HOLDS_UNTOLD, NOT_CONVERGED, NOT_RUN, OFFLINE, UNCONTROLLED, UNINFORMATIVE, Check, Claim,
-    Control, Quantity, Superseded, judge)
+    FAILS, FAILS_IN_NOISE, FAILS_UNTOLD, HOLDS, HOLDS_IN_NOISE, HOLDS_NOT_CONVERGED, HOLDS_UNTOLD, NOT_CONVERGED, NOT_RUN,
+    OFFLINE, UNCONTROLLED, UNINFORMATIVE, Check, Claim, Control, Quantity, Superseded, judge)
 from fedbn_bench.figures.claims.convergence import RULE, curve_column, detectable, line_trend, window_size
 from scipy import stats
 from fedbn_bench.figures.claims.report import claims_md
@@ -302,6 +302,18 @@ def test_a_hold_inside_its_seeds_noise_says_so(tmp_path):
     close = judge(gap_claim(threshold=1.6, seeds=3), tmp_path)
     assert close.check_results == [True] and close.verdict == HOLDS_IN_NOISE
     assert judge(gap_claim(threshold=0.0, seeds=3), tmp_path).verdict == HOLDS
+
+
+def test_a_fail_inside_its_seeds_noise_says_so_and_a_clear_fail_does_not(tmp_path):
+    """The same seeds against A − B ≥ 1.8 fail by 0.10, inside the standard error (0.98): *fails (within seed
+    noise)*; against ≥ 5 they fail by 3.30, outside it: *fails*."""
+    flat = [0.0] * 10
+    for s, gap in enumerate((2.14, -0.13, 3.10)):
+        write_run(tmp_path, f"a{s}", "a", [round(0.5 + gap / 100 + f, 6) for f in flat])
+        write_run(tmp_path, f"b{s}", "b", [0.5] * 10)
+    close = judge(gap_claim(threshold=1.8, seeds=3), tmp_path)
+    assert close.check_results == [False] and close.in_noise == [0] and close.verdict == FAILS_IN_NOISE
+    assert judge(gap_claim(threshold=5.0, seeds=3), tmp_path).verdict == FAILS
 
 
 @pytest.mark.parametrize("runs, size", [(1, 5), (3, 5), (1, 11), (3, 120)])

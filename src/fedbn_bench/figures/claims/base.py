@@ -36,9 +36,9 @@ HOLDS, FAILS, NOT_RUN = "holds", "fails", "not run"
 NOT_CONVERGED, UNINFORMATIVE, UNCONTROLLED = "fails (not converged)", "uninformative", "holds (control not run)"
 HOLDS_NOT_CONVERGED, OFFLINE = "holds (not converged)", "cannot decide offline"
 HOLDS_UNTOLD, FAILS_UNTOLD = "holds (too few evaluations to tell)", "fails (too few evaluations to tell)"
-HOLDS_IN_NOISE = "holds (within seed noise)"
+HOLDS_IN_NOISE, FAILS_IN_NOISE = "holds (within seed noise)", "fails (within seed noise)"
 VERDICTS = (HOLDS, HOLDS_NOT_CONVERGED, HOLDS_UNTOLD, HOLDS_IN_NOISE, UNCONTROLLED, UNINFORMATIVE, FAILS,
-            NOT_CONVERGED, FAILS_UNTOLD, OFFLINE, NOT_RUN)
+            FAILS_IN_NOISE, NOT_CONVERGED, FAILS_UNTOLD, OFFLINE, NOT_RUN)
 """Every verdict, in report order (module docstring)."""
 COUNTED = (COMPLETED, "diverged")
 """Run statuses whose records enter a claim's means (module docstring)."""
@@ -249,11 +249,11 @@ class Verdict:
 
     @property
     def in_noise(self) -> list[int]:
-        """The passing checks whose margin is smaller than their standard error over seeds (:func:`seed_error`)."""
+        """The checks that pass or fail by less than their standard error over seeds (:func:`seed_error`)."""
         out = []
         for i, (check, passed) in enumerate(zip(self.claim.checks, self.check_results)):
-            error = seed_error(check, self.measured) if passed else None
-            if error is not None and check.margin(*check.operands(self.measured)) < error:
+            error = seed_error(check, self.measured) if passed is not None else None
+            if error is not None and abs(check.margin(*check.operands(self.measured))) < error:
                 out.append(i)
         return out
 
@@ -334,7 +334,8 @@ def control_passes(claim: Claim, control: Control, measured: dict[str, Measured]
 
 def settled(verdict: Verdict) -> str:
     """The verdict once the checks' drift, trends, seeds and controls are read (``convergence.RULE``): a fail that one
-    converged check decides is *fails*; else one whose failing checks lack a trend *fails (too few evaluations to
+    converged check decides is *fails*, or *fails (within seed noise)* when every failing check fails by less than
+    its standard error over seeds; else one whose failing checks lack a trend *fails (too few evaluations to
     tell)*; else *fails (not converged)*. A hold is *uninformative* when a control passes too, *holds (not
     converged)* when a passing check drifts against it by more than its margin, *holds (too few evaluations to
     tell)* when a passing check has no trend, *holds (within seed noise)* when a margin is smaller than its
@@ -343,7 +344,7 @@ def settled(verdict: Verdict) -> str:
     if verdict.verdict == FAILS:
         failing = [i for i, passed in enumerate(results) if not passed]
         if any(i not in unsettled and i not in untold for i in failing):
-            return FAILS
+            return FAILS_IN_NOISE if set(failing) <= set(verdict.in_noise) else FAILS
         return FAILS_UNTOLD if any(i in untold for i in failing) else NOT_CONVERGED
     if any(verdict.controls):
         return UNINFORMATIVE

@@ -20,8 +20,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from fedbn_bench.figures.base import cell, md_table  # noqa: E402
 from fedbn_bench.figures.claims.base import (  # noqa: E402
-    FAILS, FAILS_UNTOLD, HOLDS, HOLDS_IN_NOISE, HOLDS_NOT_CONVERGED, HOLDS_UNTOLD, Claim, NOT_CONVERGED, NOT_RUN,
-    OFFLINE, UNCONTROLLED, UNINFORMATIVE, VERDICTS, Measured, Verdict, seed_error)
+    FAILS, FAILS_IN_NOISE, FAILS_UNTOLD, HOLDS, HOLDS_IN_NOISE, HOLDS_NOT_CONVERGED, HOLDS_UNTOLD, Claim,
+    NOT_CONVERGED, NOT_RUN, OFFLINE, UNCONTROLLED, UNINFORMATIVE, VERDICTS, Measured, Verdict, seed_error)
 from fedbn_bench.figures.claims.convergence import (  # noqa: E402
     RULE, RULE_CHANGE, RULE_CHANGE_57, detectable, evaluations_needed)
 from fedbn_bench.figures.claims.evidence import ClaimEvidence, evidence_summary  # noqa: E402
@@ -34,6 +34,7 @@ PAPERS = {"fbn": "FBN", "fixbn": "FixBN", "hbn": "HBN", "fedrbn": "FedRBN", "fed
 MARK = {HOLDS: "✅ holds", HOLDS_NOT_CONVERGED: "🔁 holds (not converged)",
         HOLDS_UNTOLD: "❔ holds (too few evaluations to tell)", HOLDS_IN_NOISE: "〰️ holds (within seed noise)",
         UNCONTROLLED: "☑️ holds (control not run)", UNINFORMATIVE: "➖ uninformative", FAILS: "❌ fails",
+        FAILS_IN_NOISE: "〰️ fails (within seed noise)",
         NOT_CONVERGED: "🔁 fails (not converged)", FAILS_UNTOLD: "❔ fails (too few evaluations to tell)",
         OFFLINE: "⛔ cannot decide offline", NOT_RUN: "⏳ not run"}
 CONTROL_STATE = {True: "**passes too**: the checks cannot tell this outcome from the claim's",
@@ -100,12 +101,13 @@ def untold_lines(verdict: Verdict) -> list[str]:
         out += [f"**Too few evaluations to tell** ([rule](#how-to-read-a-verdict)): {why}. Decided by: the same runs "
                 f"with at least {evaluations_needed()} evaluations each (`eval_every` ≤ `rounds` / "
                 f"{evaluations_needed()}), {claim.decided_by or 'or longer runs'}.", ""]
-    if verdict.verdict == HOLDS_IN_NOISE:
+    if verdict.verdict in (HOLDS_IN_NOISE, FAILS_IN_NOISE):
         texts = []
         for i in verdict.in_noise:
             check = claim.checks[i]
             margin = check.margin(*check.operands(verdict.measured))
-            texts.append(f"`{check.text()}` passes by {cell(margin, 2)}, less than its standard error over seeds "
+            way = "passes" if margin >= 0 else "fails"
+            texts.append(f"`{check.text()}` {way} by {cell(abs(margin), 2)}, less than its standard error over seeds "
                          f"({cell(seed_error(check, verdict.measured), 2)})")
         out += [f"**Within seed noise** ([rule](#how-to-read-a-verdict)): {'; '.join(texts)}: more seeds decide it.", ""]
     return out
@@ -289,6 +291,15 @@ def claims_md(verdicts: list[Verdict], declared: Declared = Declared({}, {}),
              "Introduced for issue 57 §2 in a commit of its own, before the runs that decide its one claim "
              "(fbn/parity_authors_code's seeds 3-16 of fedbn-bench) were made; on the runs committed at c015247 it "
              "flips no verdict (that claim reads *not run*; its superseded 3-seed declaration keeps the rule).",
+             "- **Fails within seed noise**: the mirror of *holds (within seed noise)*: a fail whose every failing "
+             "check fails by less than its standard error over seeds reads *fails (within seed noise)*: more seeds "
+             "decide it. Introduced for issue 57 §2 in a commit of its own, after hbn/table4_fedsam's 100-round runs "
+             "read *fails* by 0.03 against a standard error of 0.38 (they prompted it; no threshold moved); on the "
+             "runs committed at eb7f67e it flips 5 verdicts from *fails* to *fails (within seed noise)* and no "
+             "other: hbn/table4_fedsam, fedrbn/fig8_fewer_users, fedbn/table11_vs_fedavg, "
+             "fedbn/table11_vs_fedprox, fedbn/fig9_fedbn_faster; and 4 superseded declarations' (of "
+             "fedrbn/fig6_lambda_20, fedbn/table11_vs_fedavg, fedbn/table11_vs_fedprox, "
+             "fedbn/fig3_loss_lower_and_smoother).",
              "- A claim whose quantity, check or setting changed is a new declaration, committed before the runs "
              "that decide it; the superseded declaration stays in its section with its verdict and why it was "
              "replaced.",
