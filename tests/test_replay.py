@@ -95,7 +95,6 @@ def test_a_changed_committed_value_reads_drifted_at_its_round(tmp_path):
     assert result.status == DRIFTED and result.first_round == int(first[0]) and "test_acc 0.123 committed" in result.detail
 
 
-
 def toy_run(root: Path, runs: str, name: str, method: str, acc: float) -> None:
     run = root / runs / name
     (run / ".hydra").mkdir(parents=True)

@@ -164,20 +164,24 @@ def control_lines(verdict: Verdict, declared: Declared) -> list[str]:
     return out + [""] if out else []
 
 
+def superseded_evidence_lines(evidence: Optional[ClaimEvidence]) -> list[str]:
+    """A superseded declaration's evidence line: drifted runs are not re-run, the declaration being superseded."""
+    if evidence is None:
+        return []
+    note = "; superseded, so its drifted runs are not re-run" if evidence.stale else ""
+    return [f"- Evidence: {evidence.text()}{note}."]
+
+
 def superseded_lines(verdict: Verdict, declared: Declared, evidence: Optional[ClaimEvidence] = None) -> list[str]:
-    """Each superseded declaration with its verdict, its runs' evidence (stale ones are not re-run: superseded) and
-    its checks."""
+    """Each superseded declaration with its verdict, its runs' evidence and its checks."""
     out = []
-    olds = evidence.superseded if evidence else ()
-    for i, (old, superseded) in enumerate(zip(verdict.superseded, verdict.claim.superseded)):
+    seen = evidence.superseded if evidence else (None,) * len(verdict.superseded)
+    for old, superseded, old_evidence in zip(verdict.superseded, verdict.claim.superseded, seen):
         paper, mine = numbers(old)
-        seen = olds[i] if i < len(olds) else None
         out += [f"**Superseded declaration** (verdict on the committed runs: {MARK[old.verdict]}). "
                 f"Replaced because: {superseded.why}", "",
                 f"> {old.claim.statement}", "", f"- Setting: {old.claim.setting}.", f"- Ours: {mine}.",
-                *([f"- Evidence: {seen.text()}" + ("; superseded, so its drifted runs are not re-run" if seen.stale
-                                                   else "") + "."] if seen else []),
-                *check_lines(old, declared), ""]
+                *superseded_evidence_lines(old_evidence), *check_lines(old, declared), ""]
     return out
 
 
