@@ -52,7 +52,8 @@ def stop_at(monkeypatch, round_idx: int) -> None:
     ["norm=bn", "algo=fedavgm"],
     ["norm=bn", "algo=moon"],
     ["norm=fedrbn", "adversarial=pgd_at", "adversarial.at_fraction=0.4", "adversarial.steps=1",
-     "adversarial.pnc_lambda=0.5", "adversarial.eval_attacks.0.steps=1"],
+     "adversarial.pnc_lambda=0.5", "adversarial.eval_attacks.0.steps=1", "val_fraction=0.5",
+     "adversarial.robust_test=best_val"],
 ])
 def test_resumed_run_matches_uninterrupted_run(overrides, tmp_path, monkeypatch):
     """Stopped during round 5 with a checkpoint after round 4 and a metrics row for round 5
@@ -86,6 +87,13 @@ def test_checkpoint_holds_the_whole_run_state_and_loads_weights_only(tmp_path):
     assert len(store["records"]) == 5 and all(len(r["indices"]) for r in store["records"])
     assert state["config"]["norm"]["name"] == "fedbn" and "torch" in state["rng"]
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_checkpoint_that_weights_only_loading_would_refuse_is_refused_when_written(tmp_path):
+    """An object in the state (not its ``state_dict``) would be written and then refuse to resume."""
+    with pytest.raises(TypeError, match="not pathlib.PosixPath"):
+        ckpt.save_checkpoint(tmp_path, {"rounds_completed": 1, "kept": {"dir": tmp_path}})
+    assert not (tmp_path / ckpt.FILENAME).exists()
 
 
 def test_a_failed_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):

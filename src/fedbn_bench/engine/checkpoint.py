@@ -89,7 +89,8 @@ def data_fingerprint(data: Any) -> str:
 
 def content_digest(tree: Any) -> str:
     """SHA-256 of a checkpoint-like tree (dicts in key order, lists, tensors' dtype, shape and bytes,
-    numbers, strings, ``None``): equal trees, equal digests, on any device."""
+    numbers, strings, ``None``): equal trees, equal digests, on any device. Any other value is a
+    ``TypeError``: ``weights_only`` loading would refuse it, so a run would checkpoint and never resume."""
     digest = hashlib.sha256()
     _hash_into(digest, tree)
     return digest.hexdigest()
@@ -109,8 +110,11 @@ def _hash_into(digest: Any, value: Any) -> None:
         digest.update(f"L{len(value)}".encode())
         for item in value:
             _hash_into(digest, item)
-    else:
+    elif value is None or isinstance(value, (bool, int, float, str)):
         digest.update(f"V{value!r}".encode())
+    else:  # weights_only loading would refuse it at resume: refuse it at the first checkpoint instead
+        raise TypeError(f"a checkpoint holds only tensors, dicts, lists, numbers, strings and None, not "
+                        f"{type(value).__module__}.{type(value).__qualname__}")
 
 
 def plain_attributes(obj: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from tqdm.auto import tqdm
 from fedbn_bench.algorithms.schedules import learning_rate
 from fedbn_bench.engine.checkpoint import (check_data_fingerprint, data_fingerprint, plain_attributes,
                                            restore_attributes, save_checkpoint)
+from fedbn_bench.engine.client_states import ClientStates
 from fedbn_bench.engine.clients import ClientStore
 from fedbn_bench.engine.flops import flop_counter
 from fedbn_bench.engine.evaluator import Evaluator
@@ -235,7 +236,8 @@ class RunLoop:
             "train_seconds": self.train_seconds,
             "train_macs_per_round": self.train_macs_per_round,
             **({"cuda_graphs_ran": self.graphs.state()} if self.graphs is not None else {}),
-            "best_selection": self.best_selection,
+            "best_selection": self.best_selection and {**self.best_selection,
+                                                       "client_local": self.best_selection["client_local"].state_dict()},
             "rng": rng,
         }
 
@@ -258,6 +260,10 @@ class RunLoop:
         if self.graphs is not None and graphs is not None and graphs["planned"] == self.graphs.planned:
             self.graphs.restore(graphs)
         self.best_selection = state.get("best_selection")
+        if self.best_selection:
+            kept = ClientStates(self.store.client_local.num_clients)
+            kept.load_state_dict(self.best_selection["client_local"])
+            self.best_selection["client_local"] = kept
         torch.set_rng_state(state["rng"]["torch"].cpu())
         if "cuda" in state["rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
