@@ -102,17 +102,23 @@ def test_a_run_re_run_at_recorded_code_is_dated_by_its_own_record(tmp_path):
 
 
 def test_a_commit_s_keys_come_from_that_commit_s_claims_not_the_installed_ones(tmp_path):
-    """``keys_at`` runs ``declared.py`` over an exported ``src/``: the claims it reads must be that tree's, even
-    though this project is installed (a top-level import of the project would bind the installed package and date
-    every declaration by the first commit whose claims import)."""
-    claims = tmp_path / "src" / "fedbn_bench" / "figures" / "claims"
-    claims.mkdir(parents=True)
-    for package in (claims.parent.parent, claims.parent):
-        (package / "__init__.py").write_text("")
-    (claims / "__init__.py").write_text("CLAIMS = []\n")
-    done = subprocess.run([sys.executable, declared.__file__, str(tmp_path / "src")], capture_output=True, text=True)
+    """``keys_at`` runs ``declared.py`` over exported ``src/`` trees, all in one process: the claims it reads must be
+    each tree's, not the installed project's (a top-level import of the project would bind the installed package
+    and date every declaration by the first commit whose claims import) nor the tree's before (the second tree
+    here lacks the module its claims import, so it must read as not importing)."""
+    trees = [tmp_path / name / "src" for name in ("with_marker", "without_marker")]
+    for tree in trees:
+        claims = tree / "fedbn_bench" / "figures" / "claims"
+        claims.mkdir(parents=True)
+        for package in (claims.parent.parent, claims.parent):
+            (package / "__init__.py").write_text("")
+        (claims / "__init__.py").write_text("from fedbn_bench.marker import CLAIMS\n")
+    (trees[0] / "fedbn_bench" / "marker.py").write_text("CLAIMS = []\n")
+    out = tmp_path / "keys.json"
+    done = subprocess.run([sys.executable, declared.__file__, str(out), *map(str, trees)], capture_output=True,
+                          text=True)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == []
+    assert json.loads(out.read_text()) == {str(trees[0]): [], str(trees[1]): None}
 
 
 @pytest.mark.skipif(not is_repository(ROOT), reason="needs the repository's git history")

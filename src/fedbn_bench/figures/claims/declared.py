@@ -5,8 +5,8 @@ A declaration is identified by what it compares, not by its wording: a check by 
 and its two quantities' run tree, selection, metric and scale (or the number it compares with); a control by its
 claim, the quantities it puts in place and the checks it is read against (:func:`claim_keys`). Its commit is the
 first commit whose claims declare it: every commit that changed ``src/fedbn_bench/figures/claims/`` (branches
-included) is exported and its ``CLAIMS`` imported in a subprocess that runs this file (:func:`keys_at`); a
-commit whose claims do not import is skipped. A run's commit is the first that added its ``summary.json``,
+included) is exported and its ``CLAIMS`` imported afresh, all in one subprocess that runs this file
+(:func:`keys_at`, :func:`tree_keys`); a commit whose claims do not import is skipped. A run's commit is the first that added its ``summary.json``,
 followed through renames (:func:`run_commits`). Commits are placed by their position in git's topological order
 of the history (every commit after its parents), so "declared before its runs" is a comparison of positions; a
 declaration or run not yet committed has none (it comes after everything committed).
@@ -17,6 +17,7 @@ This module imports nothing of the project at its top, so that it runs over any 
 """
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -82,21 +83,54 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
 
 
-def keys_at(repo: Path, commit: str) -> Optional[set[str]]:
-    """The declaration keys of ``commit``'s claims (``None`` where they do not import), kept under :data:`CACHE`
-    (a commit's claims never change)."""
-    cached = repo / CACHE / f"{commit}.json"
-    if cached.exists():
-        keys = json.loads(cached.read_text())
-        return None if keys is None else set(keys)
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(repo), "archive", commit, "src"], check=True, capture_output=True)
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        done = subprocess.run([sys.executable, __file__, str(Path(tmp) / "src")], capture_output=True, text=True)
-    keys = json.loads(done.stdout) if done.returncode == 0 else None
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    cached.write_text(json.dumps(keys))
-    return None if keys is None else set(keys)
+def keys_at(repo: Path, commits: Iterable[str]) -> dict[str, Optional[set[str]]]:
+    """Each commit → the declaration keys of its claims (``None`` where they do not import), kept under
+    :data:`CACHE` (a commit's claims never change). The commits not cached are exported and imported in one
+    subprocess running this file, which imports each tree's claims afresh (:func:`tree_keys`)."""
+    cache = repo / CACHE
+    keys: dict[str, Optional[list[str]]] = {}
+    missing = []
+    for commit in commits:
+        cached = cache / f"{commit}.json"
+        if cached.exists():
+            keys[commit] = json.loads(cached.read_text())
+        else:
+            missing.append(commit)
+    if missing:
+        with tempfile.TemporaryDirectory() as tmp:
+            trees = [Path(tmp) / commit for commit in missing]
+            for commit, tree in zip(missing, trees):
+                tree.mkdir()
+                archive = subprocess.run(["git", "-C", str(repo), "archive", commit, "src"], check=True,
+                                         capture_output=True)
+                subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+            out = Path(tmp) / "keys.json"
+            done = subprocess.run([sys.executable, __file__, str(out), *(str(t / "src") for t in trees)],
+                                  capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"importing the claims of {len(missing)} commits failed: {done.stderr[-2000:]}")
+            found = json.loads(out.read_text())
+        cache.mkdir(parents=True, exist_ok=True)
+        for commit, tree in zip(missing, trees):
+            keys[commit] = found[str(tree / "src")]
+            (cache / f"{commit}.json").write_text(json.dumps(keys[commit]))
+    return {c: None if k is None else set(k) for c, k in keys.items()}
+
+
+def tree_keys(sources: Iterable[str]) -> dict[str, Optional[list[str]]]:
+    """Each exported ``src/`` → the declaration keys of its ``CLAIMS`` (``None`` where they do not import), each
+    tree imported afresh in this process: the project's modules of the tree before are dropped first."""
+    found: dict[str, Optional[list[str]]] = {}
+    for source in sources:
+        for name in [m for m in sys.modules if m == "fedbn_bench" or m.startswith("fedbn_bench.")]:
+            del sys.modules[name]
+        sys.path[0] = source
+        importlib.invalidate_caches()
+        try:
+            found[source] = all_keys(importlib.import_module("fedbn_bench.figures.claims").CLAIMS)
+        except Exception:  # a commit whose claims do not import is skipped
+            found[source] = None
+    return found
 
 
 HISTORY = ("--topo-order", "--reverse", "--full-history")
@@ -111,8 +145,10 @@ def positions(repo: Path) -> dict[str, int]:
 def declaration_commits(repo: Path, current: Iterable[str]) -> dict[str, Optional[str]]:
     """Each key of ``current`` (the working tree's) → the first commit that declared it (``None``: not committed)."""
     first: dict[str, str] = {}
-    for commit in git(repo, "log", *HISTORY, "--format=%H", "--", CLAIMS_SRC).split():
-        for key in keys_at(repo, commit) or ():
+    commits = git(repo, "log", *HISTORY, "--format=%H", "--", CLAIMS_SRC).split()
+    declared = keys_at(repo, commits)
+    for commit in commits:
+        for key in declared[commit] or ():
             first.setdefault(key, commit)
     return {k: first.get(k) for k in current}
 
@@ -218,7 +254,5 @@ class Declared:
         return (WITH if first is not None and first[1] == declared[1] else BEFORE), commit, first and first[0]
 
 
-if __name__ == "__main__":
-    sys.path[0] = sys.argv[1]   # the exported src/ of one commit, instead of this file's folder
-    from fedbn_bench.figures.claims import CLAIMS
-    print(json.dumps(all_keys(CLAIMS)))
+if __name__ == "__main__":   # python declared.py OUT SRC...: the keys of each exported src/ as JSON in OUT
+    Path(sys.argv[1]).write_text(json.dumps(tree_keys(sys.argv[2:])))
