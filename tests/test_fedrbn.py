@@ -387,7 +387,7 @@ def test_robust_test_at_the_best_validation_round_gives_the_every_evaluation_num
     assert [r["val_select"] for r in deferred.loop.history] == [r["val_select"] for r in every.loop.history]
     assert deferred.store.global_state.keys() == every.store.global_state.keys()
     assert all(torch.equal(deferred.store.global_state[k], every.store.global_state[k]) for k in every.store.global_state)
-    save_checkpoint(tmp_path / "best", deferred.loop.checkpoint_state())  # a resumed run keeps the state it will test
+    save_checkpoint(tmp_path / "best", deferred.loop.checkpoint_state())  # a resumed run keeps what it will test
     deferred.loop.best_selection = None
     deferred.loop.restore(load_checkpoint(tmp_path / "best"))
     assert deferred.loop.best_round_robust_test() == {"robust_acc_at_best_val": expected["robust_acc_at_best_val"]}

@@ -236,8 +236,8 @@ class RunLoop:
             "train_seconds": self.train_seconds,
             "train_macs_per_round": self.train_macs_per_round,
             **({"cuda_graphs_ran": self.graphs.state()} if self.graphs is not None else {}),
-            "best_selection": self.best_selection and {**self.best_selection,
-                                                       "client_local": self.best_selection["client_local"].state_dict()},
+            "best_selection": self.best_selection and {
+                **self.best_selection, "client_local": self.best_selection["client_local"].state_dict()},
             "rng": rng,
         }
 

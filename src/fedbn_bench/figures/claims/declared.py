@@ -6,10 +6,11 @@ and its two quantities' run tree, selection, metric and scale (or the number it 
 claim, the quantities it puts in place and the checks it is read against (:func:`claim_keys`). Its commit is the
 first commit whose claims declare it: every commit that changed ``src/fedbn_bench/figures/claims/`` (branches
 included) is exported and its ``CLAIMS`` imported afresh, all in one subprocess that runs this file
-(:func:`keys_at`, :func:`tree_keys`); a commit whose claims do not import is skipped. A run's commit is the first that added its ``summary.json``,
-followed through renames (:func:`run_commits`). Commits are placed by their position in git's topological order
-of the history (every commit after its parents), so "declared before its runs" is a comparison of positions; a
-declaration or run not yet committed has none (it comes after everything committed).
+(:func:`keys_at`, :func:`tree_keys`); a commit whose claims do not import is skipped. A run's commit is the first
+that added its ``summary.json``, followed through renames (:func:`run_commits`). Commits are placed by their
+position in git's topological order of the history (every commit after its parents), so "declared before its
+runs" is a comparison of positions; a declaration or run not yet committed has none (it comes after everything
+committed).
 
 The result is committed as ``results/claims/declared.json`` (:data:`DATA`): ``python scripts/claims.py``
 refreshes it from git and the page reads only the file, so the page regenerates byte for byte without history.
