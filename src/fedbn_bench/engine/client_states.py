@@ -204,6 +204,13 @@ class ClientStates:
         return {"stacks": {"/".join(p): s[rows.to(s.device)] for p, s in self.stacks.items()},
                 "signatures": [["/".join(p) for p in s] for s in signatures], "held": held}
 
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> "ClientStates":
+        """An in-memory store holding ``state_dict``'s form (e.g. a checkpoint's kept best-validation state)."""
+        states = cls(len(state["held"]))
+        states.load_state_dict(state)
+        return states
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Back to the checkpointed values (into this object's stacks, spilled or not)."""
         signatures = [tuple(tuple(p.split("/")) for p in s) for s in state["signatures"]]
@@ -247,6 +254,4 @@ def is_stacked(saved: Any) -> bool:
 
 def unstack_saved(saved: dict[str, Any]) -> list[dict[str, Any]]:
     """The per-client trees of ``ClientStates.state_dict``'s form (for scripts that read checkpoints)."""
-    states = ClientStates(len(saved["held"]))
-    states.load_state_dict(saved)
-    return list(states)
+    return list(ClientStates.from_state_dict(saved))

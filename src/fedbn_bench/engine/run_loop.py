@@ -261,9 +261,7 @@ class RunLoop:
             self.graphs.restore(graphs)
         self.best_selection = state.get("best_selection")
         if self.best_selection:
-            kept = ClientStates(self.store.client_local.num_clients)
-            kept.load_state_dict(self.best_selection["client_local"])
-            self.best_selection["client_local"] = kept
+            self.best_selection["client_local"] = ClientStates.from_state_dict(self.best_selection["client_local"])
         torch.set_rng_state(state["rng"]["torch"].cpu())
         if "cuda" in state["rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
