@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import functools
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ WORKER_CORES = pin_xdist_worker()
 
 import pytest
 import torch
+import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
@@ -56,6 +58,21 @@ def load_script(name: str, module_name: str | None = None):
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
+
+
+def write_run_record(run: Path, overrides: list[str], final_test_acc: float, curve: list[float] | None = None, *,
+                     column: str = "test_acc", status: str = "completed", config: dict | None = None) -> Path:
+    """A hand-made run directory as ``run.py -m`` writes it: ``.hydra/config.yaml`` (``config``, default a seed),
+    ``.hydra/overrides.yaml``, ``summary.json`` and, with ``curve``, ``metrics.csv`` whose ``column`` takes the
+    curve's values at rounds 10, 20, ...; the claims and replay tests judge these."""
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config or {"seed": 0}))
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    (run / "summary.json").write_text(json.dumps({"status": status, "final_test_acc": final_test_acc}))
+    if curve is not None:
+        rows = "".join(f"{10 * (i + 1)},{value}\n" for i, value in enumerate(curve))
+        (run / "metrics.csv").write_text(f"round,{column}\n{rows}")
+    return run
 
 
 @pytest.fixture(scope="module")

@@ -5,14 +5,12 @@ the runs it reads; the committed ``results/CLAIMS.md`` and the README's table ar
 runs give."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-import yaml
 from omegaconf import OmegaConf
 
-from conftest import CONF
+from conftest import CONF, write_run_record
 from fedbn_bench.figures.base import measure
 from fedbn_bench.figures.claims import CLAIMS
 from fedbn_bench.figures.claims.base import (FAILS, FAILS_IN_NOISE, HOLDS, HOLDS_UNTOLD, NOT_RUN, Check, Claim, Measured,
@@ -26,13 +24,8 @@ RUNS = "results/toy_claim/runs"
 
 
 def write_run(root: Path, name: str, method: str, gamma: float, acc: float, status: str = "completed") -> Path:
-    run = root / RUNS / name
-    (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"gamma": gamma, "norm": {"name": "x"}}))
-    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"+experiment/m={method}", f"gamma={gamma}"]))
-    (run / "summary.json").write_text(json.dumps({"status": status, "final_test_acc": acc}))
-    (run / "metrics.csv").write_text("round,test_acc\n" + "".join(f"{10 * i},{acc}\n" for i in range(1, 11)))
-    return run
+    return write_run_record(root / RUNS / name, [f"+experiment/m={method}", f"gamma={gamma}"], acc, [acc] * 10,
+                            status=status, config={"gamma": gamma, "norm": {"name": "x"}})
 
 
 def toy_claim(seeds: int = 2) -> Claim:

@@ -8,9 +8,8 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
-from conftest import CONF
+from conftest import CONF, write_run_record
 from fedbn_bench.figures.claims import CLAIMS, declared
 from fedbn_bench.figures.claims.base import Check, Claim, Control, Quantity, judge
 from fedbn_bench.figures.claims.declared import (
@@ -35,11 +34,7 @@ def test_a_declaration_stands_before_with_or_after_its_runs():
 
 
 def write_run(root, name: str, method: str, acc: float) -> None:
-    run = root / RUNS / name
-    (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": 0}))
-    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"+experiment/m={method}"]))
-    (run / "summary.json").write_text(json.dumps({"status": "completed", "final_test_acc": acc}))
+    write_run_record(root / RUNS / name, [f"+experiment/m={method}"], acc)
 
 
 def test_the_page_marks_a_threshold_and_a_control_declared_after_their_runs(tmp_path):

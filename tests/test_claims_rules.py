@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
+from conftest import write_run_record
 from fedbn_bench.figures.claims.base import (
     FAILS, FAILS_IN_NOISE, FAILS_UNTOLD, HOLDS, HOLDS_IN_NOISE, HOLDS_NOT_CONVERGED, HOLDS_UNTOLD, NOT_CONVERGED, NOT_RUN,
     OFFLINE, UNCONTROLLED, UNINFORMATIVE, Check, Claim, Control, Quantity, Superseded, judge)
@@ -26,12 +26,7 @@ RUNS = "results/toy_rules/runs"
 def write_run(root: Path, name: str, method: str, curve: list[float], column: str = "test_acc",
               status: str = "completed") -> None:
     """A run whose ``column`` takes the values ``curve`` at rounds 10, 20, ...; its summary ends the curve."""
-    run = root / RUNS / name
-    (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": 0}))
-    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"+experiment/m={method}"]))
-    (run / "summary.json").write_text(json.dumps({"status": status, "final_test_acc": curve[-1]}))
-    (run / "metrics.csv").write_text(f"round,{column}\n" + "".join(f"{10 * (i + 1)},{v}\n" for i, v in enumerate(curve)))
+    write_run_record(root / RUNS / name, [f"+experiment/m={method}"], curve[-1], curve, column=column, status=status)
 
 
 JITTER = (0.0004, -0.0006, 0.0002, 0.0, -0.0004, 0.0006, -0.0002, 0.0004, -0.0004, 0.0002)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import CONF
+from conftest import CONF, write_run_record
 from fedbn_bench.figures.claims.base import Check, Claim, Quantity, Superseded, judge
 from fedbn_bench.figures.claims.evidence import (MADE_AT, NOT_REPLAYED, ClaimEvidence, evidence_of, evidence_summary,
                                                run_evidence)
@@ -96,11 +96,7 @@ def test_a_changed_committed_value_reads_drifted_at_its_round(tmp_path):
 
 
 def toy_run(root: Path, runs: str, name: str, method: str, acc: float) -> None:
-    run = root / runs / name
-    (run / ".hydra").mkdir(parents=True)
-    (run / ".hydra" / "overrides.yaml").write_text(f"- +experiment/m={method}\n")
-    (run / "summary.json").write_text(json.dumps({"status": "completed", "final_test_acc": acc}))
-    (run / "metrics.csv").write_text("round,test_acc\n" + "".join(f"{10 * i},{acc}\n" for i in range(1, 11)))
+    write_run_record(root / runs / name, [f"+experiment/m={method}"], acc, [acc] * 10)
 
 
 def toy_claim(runs: str, superseded: tuple[Superseded, ...] = ()) -> Claim:
