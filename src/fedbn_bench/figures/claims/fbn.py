@@ -239,8 +239,11 @@ CLAIMS: list[Claim] = [
                   "as a measured outcome, so FixBN's mean is 61.0; seeds 1 and 2 reach 86.8 and 86.2, against FBN's "
                   "86.7. The same seed under older code (committed at 4d674aa, evaluated every 50 steps) passed the "
                   "switch with its train loss rising 0.21 to 0.60 by step 200 and ended at 86.05. FixBN's seed 0 in "
-                  "fixbn/table1_fmnist diverged the same way, at step 154 (freeze at 150). Not yet diagnosed: whether "
-                  "today's code or that seed's trajectory makes the switch diverge.",
+                  "fixbn/table1_fmnist diverged the same way, at step 154 (freeze at 150). Evaluated every 50 steps at "
+                  "82f024e, seed 0 diverges at the same step with the same test accuracy and loss at step 150 (62.52 "
+                  "%, 1.31335), so the evaluation cadence is not the cause; the older run's 62.08 there shows that "
+                  "the code between the two changed the trajectory. Not yet diagnosed: why the frozen statistics make "
+                  "today's trajectory diverge.",
         seeds=3, figure="results/fbn/fig3a_fmnist/table.md", full_scale=FULL),
     Claim(
         "fbn/fig3a_gamma001",
