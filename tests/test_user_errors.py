@@ -132,3 +132,22 @@ def test_two_mistakes_on_one_command_line_are_one_line_naming_the_first(tmp_path
     [only] = result.stderr.strip().splitlines()
     assert only.startswith(f"error: {line}")
     assert not list(tmp_path.iterdir())
+
+
+def test_an_override_below_an_unknown_key_is_one_line_after_two_compositions(monkeypatch):
+    """``wandb.mode=disabled`` (the logger is ``logger.mode``): Hydra names ``wandb`` as the missing key, and
+    recomposing without overrides of ``wandb`` itself kept ``wandb.mode``, recursing for minutes."""
+    from fedbn_bench.config import override_check
+
+    calls = []
+
+    def counted(conf_dir, overrides):
+        calls.append(overrides)
+        assert len(calls) <= 2, f"composed {len(calls)} times: {calls}"
+        return compose_original(conf_dir, overrides)
+
+    compose_original = override_check.composed
+    monkeypatch.setattr(override_check, "composed", counted)
+    line = override_error(["wandb.mode=disabled", "rounds=1"], CONF)
+    assert line == "unknown key `wandb`. `python run.py --help` lists the groups and keys"
+    assert calls[-1] == ["rounds=1"]

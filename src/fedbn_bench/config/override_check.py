@@ -83,13 +83,20 @@ def composition_error(err: ConfigCompositionException, conf_dir: Path, overrides
 def composed_without(conf_dir: Path, overrides: list[str], key: str) -> DictConfig:
     """The config of ``overrides`` without those of ``key``, and without any other that fails to compose
     (a second mistake on the command line: the error names the first one only; the defaults when one
-    names no key)."""
-    rest = [o for o in overrides if o.partition("=")[0].lstrip("+~") != key]
+    names no key). An override of a key below ``key`` goes with it (``wandb.mode=x`` when ``wandb`` is unknown)."""
+    rest = [o for o in overrides if not under(o.partition("=")[0].lstrip("+~"), key)]
+    if rest == overrides:
+        return composed(conf_dir, [])
     try:
         return composed(conf_dir, rest)
     except ConfigCompositionException as err:
         failed = getattr(err.__cause__, "full_key", None)
         return composed_without(conf_dir, rest, failed) if failed else composed(conf_dir, [])
+
+
+def under(override_key: str, key: str) -> bool:
+    """Whether ``override_key`` is ``key`` or a key below it."""
+    return override_key == key or override_key.startswith(key + ".")
 
 
 def type_error(key: str, value: Any, err: ValidationError) -> str:
