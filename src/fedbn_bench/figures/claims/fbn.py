@@ -242,8 +242,13 @@ CLAIMS: list[Claim] = [
                   "fixbn/table1_fmnist diverged the same way, at step 154 (freeze at 150). Evaluated every 50 steps at "
                   "82f024e, seed 0 diverges at the same step with the same test accuracy and loss at step 150 (62.52 "
                   "%, 1.31335), so the evaluation cadence is not the cause; the older run's 62.08 there shows that "
-                  "the code between the two changed the trajectory. Not yet diagnosed: why the frozen statistics make "
-                  "today's trajectory diverge.",
+                  "the code between the two changed the trajectory. The switch is a knife edge, not a fault of one "
+                  "commit: at 58b9269 (a7a32dd: same source) the same seed diverges with one thread on either engine (packed at step 156, "
+                  "loop at 155, from 62.98 % at step 150) and survives with two threads (packed: 61.95 % at step "
+                  "150, train loss 0.20 to 0.66 at 180, final 86.03 %), float summation order alone deciding "
+                  "(python run.py +experiment/fbn/fig3a_method=fixbn gamma=0 seed=0 experiment=fbn/fig3a_fmnist "
+                  "engine=loop|packed engine.threads=1|2 logger=none). The committed runs keep one thread, as "
+                  "recorded; more seeds would measure how often FixBN's switch diverges here.",
         seeds=3, figure="results/fbn/fig3a_fmnist/table.md", full_scale=FULL),
     Claim(
         "fbn/fig3a_gamma001",
