@@ -136,7 +136,8 @@ def test_two_mistakes_on_one_command_line_are_one_line_naming_the_first(tmp_path
 
 def test_an_override_below_an_unknown_key_is_one_line_after_two_compositions(monkeypatch):
     """``wandb.mode=disabled`` (the logger is ``logger.mode``): Hydra names ``wandb`` as the missing key, and
-    recomposing without overrides of ``wandb`` itself kept ``wandb.mode``, recursing for minutes."""
+    recomposing without overrides of ``wandb`` itself kept ``wandb.mode``, recursing for minutes. The line says
+    which group ``wandb`` is an option of."""
     from fedbn_bench.config import override_check
 
     calls = []
@@ -149,5 +150,6 @@ def test_an_override_below_an_unknown_key_is_one_line_after_two_compositions(mon
     compose_original = override_check.composed
     monkeypatch.setattr(override_check, "composed", counted)
     line = override_error(["wandb.mode=disabled", "rounds=1"], CONF)
-    assert line == "unknown key `wandb`. `python run.py --help` lists the groups and keys"
+    assert line == ("unknown key `wandb`. `wandb` is an option of `logger`: logger=wandb, its keys logger.<key>. "
+                    "`python run.py --help` lists the groups and keys")
     assert calls[-1] == ["rounds=1"]

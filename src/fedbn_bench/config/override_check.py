@@ -20,7 +20,7 @@ from hydra.errors import ConfigCompositionException, OverrideParseException
 from omegaconf import Container, DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
 
-from fedbn_bench.config.choices import OTHER_CONFIGS
+from fedbn_bench.config.choices import OTHER_CONFIGS, group_choices, public_groups
 from fedbn_bench.config.validate import unknown_key
 from fedbn_bench.records.loggers import wandb_login_missing
 
@@ -73,7 +73,8 @@ def composition_error(err: ConfigCompositionException, conf_dir: Path, overrides
     """One line for Hydra's composition error ``err``: an unknown key, a wrong type, or Hydra's first line."""
     cause = err.__cause__
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and cause.full_key:
-        return unknown_key_error(composed_without(conf_dir, overrides, cause.full_key), cause.full_key)
+        cfg = composed_without(conf_dir, overrides, cause.full_key)
+        return unknown_key_error(cfg, cause.full_key, group_hint(conf_dir, cause.full_key))
     if isinstance(cause, ValidationError) and cause.full_key:
         value = next((o.partition("=")[2] for o in overrides if o.partition("=")[0].lstrip("+~") == cause.full_key), "")
         return type_error(cause.full_key, value, cause)
@@ -126,11 +127,20 @@ def swept_value_error(cfg: DictConfig, override: Any) -> Optional[str]:
     return None
 
 
-def unknown_key_error(cfg: DictConfig, key: str) -> str:
-    """The error for ``key``, which the node above it in ``cfg`` does not have."""
+def unknown_key_error(cfg: DictConfig, key: str, hint: str = "") -> str:
+    """The error for ``key``, which the node above it in ``cfg`` does not have (``hint``: after the nearest key)."""
     parent, _, leaf = key.rpartition(".")
     node = OmegaConf.select(cfg, parent) if parent else cfg
-    return unknown_key(key, leaf, [str(k) for k in node], owner(parent, node))
+    return unknown_key(key, leaf, [str(k) for k in node], owner(parent, node), hint)
+
+
+def group_hint(conf_dir: Path, key: str) -> str:
+    """For a top-level ``key`` that names an option of a group (``wandb`` of ``logger``): how to pick it and
+    where its keys go; else nothing."""
+    if "." in key:
+        return ""
+    groups = [g for g in public_groups(conf_dir) if key in group_choices(conf_dir, g)]
+    return "".join(f" `{key}` is an option of `{g}`: {g}={key}, its keys {g}.<key>." for g in groups[:1])
 
 
 def owner(parent: str, node: DictConfig) -> Optional[str]:

@@ -44,11 +44,12 @@ def nearest(word: str, choices: list[str]) -> str:
     return f" Did you mean {' or '.join(f'`{c}`' for c in close)}?" if close else ""
 
 
-def unknown_key(key: str, leaf: str, allowed: list[str], owner: str | None) -> str:
-    """The error for ``key`` (last part ``leaf``), which ``owner`` (``None``: the top level) lacks; it has ``allowed``."""
+def unknown_key(key: str, leaf: str, allowed: list[str], owner: str | None, hint: str = "") -> str:
+    """The error for ``key`` (last part ``leaf``), which ``owner`` (``None``: the top level) lacks; it has ``allowed``
+    (``hint``: a sentence after the nearest key)."""
     if owner is None:
-        return f"unknown key `{key}`.{nearest(leaf, allowed)} `python run.py --help` lists the groups and keys"
-    return f"unknown key `{key}`: {owner} takes {', '.join(allowed)}.{nearest(leaf, allowed)}"
+        return f"unknown key `{key}`.{nearest(leaf, allowed)}{hint} `python run.py --help` lists the groups and keys"
+    return f"unknown key `{key}`: {owner} takes {', '.join(allowed)}.{nearest(leaf, allowed)}{hint}"
 
 
 def check_known_keys(cfg: Any) -> None:
