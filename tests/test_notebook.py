@@ -63,7 +63,13 @@ def test_committed_notebooks_show_what_the_current_code_gives():
     from fedbn_bench.figures.claims import CLAIMS
 
     rerun = "re-run the notebook and commit it with its outputs (nbclient.NotebookClient(...).execute(), as execute() here)"
-    assert f"({len(CLAIMS)} claims declared)" in committed_text("claims.ipynb"), rerun
+    claims_text = committed_text("claims.ipynb")
+    assert f"({len(CLAIMS)} claims declared)" in claims_text, rerun
+    claim_id = claims_text.split(" ", 1)[0]
+    page_row = next(line for line in (ROOT / "results/CLAIMS.md").read_text().splitlines()
+                    if line.startswith(f"| [{claim_id}]("))
+    page_verdict = page_row.rstrip(" |").rsplit("|", 1)[1].strip().split(" ", 1)[1]
+    assert f"verdict: {page_verdict}\n" in claims_text, rerun + f" (results/CLAIMS.md reads {claim_id}: {page_verdict})"
     assert "| FBN | 2 | 2 | 10 |" in committed_text("quickstart.ipynb"), rerun
 
 
