@@ -132,7 +132,8 @@ def test_a_quantity_that_keeps_its_best_cannot_fall(tmp_path, metric, verdict):
 
 def test_a_falling_loss_and_a_ratio_and_a_diverged_run(tmp_path):
     """A's loss over B's at most 0.5: A's falling loss moves the ratio toward passing; a diverged run has no
-    trend (its curve is not read)."""
+    trend (its curve is not read), and A's mean, which counts it at the value it ended with, moves by the completed
+    run's line times its share of A's runs (half)."""
     claim = Claim("fedbn/toy", "A's loss is lower.", {}, "", "p",
                   {"A": q("a", "final:train_loss", 1.0), "B": q("b", "final:train_loss", 1.0)},
                   (Check("A", "B", "ratio_at_most", 0.5, "toy"),))
@@ -143,6 +144,7 @@ def test_a_falling_loss_and_a_ratio_and_a_diverged_run(tmp_path):
     write_run(tmp_path, "a1", "a", [2.0, 2.5, 3.0, 3.5, 4.0, 4.5], "train_loss", status="diverged")
     result = judge(claim, tmp_path)
     assert result.verdict == NOT_CONVERGED and result.measured["A"].trend.runs == 1
+    assert result.measured["A"].trend.change == pytest.approx(-0.2, abs=0.01)
     assert curve_column("summary:robust_acc_at_best_val") == "val_robust_acc" and curve_column("first:x") is None
     assert curve_column("rises:train_loss") is None and curve_column("reach:train_loss<=0.1") is None
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from fedbn_bench.figures.base import COMPLETED, load_runs, mean_std, measure
-from fedbn_bench.figures.claims.convergence import Drift, Trend, coefficients, drift, trend, untold
+from fedbn_bench.figures.claims.convergence import Drift, Trend, coefficients, drift, of_mean, trend, untold
 from fedbn_bench.records.reader import RunRecord
 
 HOLDS, FAILS, NOT_RUN = "holds", "fails", "not run"
@@ -308,7 +308,7 @@ def measure_quantity(q: Quantity, runs: list[RunRecord], tree: Path) -> Measured
                 completed.append(run)   # a diverged run ended: it has no trend to read
             else:
                 out.other.append(f"{run.path.name}: {run.status} (counted)")
-    out.trend = trend(completed, q.metric, q.scale)
+    out.trend = of_mean(trend(completed, q.metric, q.scale), len(completed), len(out.values))
     out.untold = untold(completed, q.metric, out.trend)
     return out
 

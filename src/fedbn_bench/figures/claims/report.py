@@ -23,7 +23,7 @@ from fedbn_bench.figures.claims.base import (  # noqa: E402
     FAILS, FAILS_IN_NOISE, FAILS_UNTOLD, HOLDS, HOLDS_IN_NOISE, HOLDS_NOT_CONVERGED, HOLDS_UNTOLD, Claim,
     NOT_CONVERGED, NOT_RUN, OFFLINE, UNCONTROLLED, UNINFORMATIVE, VERDICTS, Measured, Verdict, seed_error)
 from fedbn_bench.figures.claims.convergence import (  # noqa: E402
-    RULE, RULE_CHANGE, RULE_CHANGE_57, detectable, evaluations_needed)
+    RULE, RULE_CHANGE, RULE_CHANGE_57, RULE_CHANGE_DIVERGED, detectable, evaluations_needed)
 from fedbn_bench.figures.claims.evidence import ClaimEvidence, evidence_summary  # noqa: E402
 from fedbn_bench.figures.claims.declared import (  # noqa: E402
     AFTER, BEFORE, DATA, UNRECORDED, WITH, Declared, check_key, control_key)
@@ -280,7 +280,8 @@ def claims_md(verdicts: list[Verdict], declared: Declared = Declared({}, {}),
              "on the means over seeds; it reads *not run* while any quantity has fewer completed runs than it needs.",
              "", preregistration(verdicts, declared),
              "", "## How to read a verdict", "",
-             f"- Convergence rule: {RULE}", f"- {RULE_CHANGE}", f"- {RULE_CHANGE_57}", "",
+             f"- Convergence rule: {RULE}", f"- {RULE_CHANGE}", f"- {RULE_CHANGE_57}",
+             f"- {RULE_CHANGE_DIVERGED}", "",
              *power_lines(verdicts), "",
              "- Controls: a claim names outcomes that would fail it (e.g. the undefended run under the same attack). "
              "A claim that holds while one of its controls passes its checks too is **uninformative**: its check "
