@@ -35,7 +35,7 @@ EXPECTED_JOBS: dict[str, int] = {
     "fbn/fig3": 72, "fbn/fig3a": 48, "fbn/fig3a_mnist": 8, "fbn/fig3a_toy": 60, "fbn/fig4": 12,
     "fbn/fig4_mnist": 12, "fbn/fig5": 60, "fbn/fig6": 24, "fbn/fig7": 24, "fbn/fig8": 24, "fbn/fig9": 24,
     "fbn/fig10": 24, "fbn/fig11": 24, "fbn/fig12": 28, "fbn/fig13": 28,
-    "fbn/fig3a_fmnist": 24, "fbn/fig3b_fmnist": 6, "fbn/fig4_fmnist": 12, "fbn/fig5_fmnist": 9, "fbn/fig6_11_fmnist": 6,
+    "fbn/fig3a_fmnist": 24, "fbn/fig3a_fixbn_seeds_fmnist": 10, "fbn/fig3b_fmnist": 6, "fbn/fig4_fmnist": 12, "fbn/fig5_fmnist": 9, "fbn/fig6_11_fmnist": 6,
     "fbn/parity_hbn_code": 17,
     "fedbn/fig3": 2, "fedbn/fig4a": 8, "fedbn/fig4b": 14, "fedbn/fig4c": 20, "fedbn/fig8": 9, "fedbn/fig9": 6, "fedbn/fig9_trained": 6, "fedbn/fig9_3000_steps": 6, "fedbn/fig9_steps_to_loss": 6, "fedbn/fig4a_600_rounds_digits": 6,
     "fedbn/table11": 20, "fedbn/table11_mnist": 2, "fedbn/table12": 10, "fedbn/table13": 18, "fedbn/table14": 21,
