@@ -60,16 +60,15 @@ def committed_text(name: str) -> str:
 
 def test_committed_notebooks_show_what_the_current_code_gives():
     """The outputs committed with the notebooks are today's: the claim count, the quickstart's sweep."""
-    from fedbn_bench.figures.claims import CLAIMS
+    from fedbn_bench.figures.claims import BY_ID, CLAIMS
+    from fedbn_bench.figures.claims.base import judge
 
     rerun = "re-run the notebook and commit it with its outputs (nbclient.NotebookClient(...).execute(), as execute() here)"
     claims_text = committed_text("claims.ipynb")
     assert f"({len(CLAIMS)} claims declared)" in claims_text, rerun
     claim_id = claims_text.split(" ", 1)[0]
-    page_row = next(line for line in (ROOT / "results/CLAIMS.md").read_text().splitlines()
-                    if line.startswith(f"| [{claim_id}]("))
-    page_verdict = page_row.rstrip(" |").rsplit("|", 1)[1].strip().split(" ", 1)[1]
-    assert f"verdict: {page_verdict}\n" in claims_text, rerun + f" (results/CLAIMS.md reads {claim_id}: {page_verdict})"
+    verdict = judge(BY_ID[claim_id], ROOT).verdict
+    assert f"verdict: {verdict}\n" in claims_text, rerun + f" (the committed runs give {claim_id}: {verdict})"
     assert "| FBN | 2 | 2 | 10 |" in committed_text("quickstart.ipynb"), rerun
 
 

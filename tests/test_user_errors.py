@@ -140,14 +140,13 @@ def test_an_override_below_an_unknown_key_is_one_line_after_two_compositions(mon
     which group ``wandb`` is an option of."""
     from fedbn_bench.config import override_check
 
-    calls = []
+    calls, compose_original = [], override_check.composed
 
     def counted(conf_dir, overrides):
         calls.append(overrides)
         assert len(calls) <= 2, f"composed {len(calls)} times: {calls}"
         return compose_original(conf_dir, overrides)
 
-    compose_original = override_check.composed
     monkeypatch.setattr(override_check, "composed", counted)
     line = override_error(["wandb.mode=disabled", "rounds=1"], CONF)
     assert line == ("unknown key `wandb`. `wandb` is an option of `logger`: logger=wandb, its keys logger.<key>. "

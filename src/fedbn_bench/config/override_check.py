@@ -139,8 +139,8 @@ def group_hint(conf_dir: Path, key: str) -> str:
     where its keys go; else nothing."""
     if "." in key:
         return ""
-    groups = [g for g in public_groups(conf_dir) if key in group_choices(conf_dir, g)]
-    return "".join(f" `{key}` is an option of `{g}`: {g}={key}, its keys {g}.<key>." for g in groups[:1])
+    return next((f" `{key}` is an option of `{g}`: {g}={key}, its keys {g}.<key>." for g in public_groups(conf_dir)
+                 if key in group_choices(conf_dir, g)), "")
 
 
 def owner(parent: str, node: DictConfig) -> Optional[str]:
